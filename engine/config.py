@@ -1,0 +1,95 @@
+"""EngineConfig: every engine switch in one dataclass, checked once; environment variables land here.
+
+Each switch is one environment variable apart (`EDITAPPLY_<FIELD>`, listed in ENV below and in the
+README). Components copy the fields they use.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+import torch
+
+DRAFTERS = ("lookup", "ngram-earliest", "pld", "none")
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+@dataclass
+class EngineConfig:
+    model: str = "qwen2.5-coder-0.5b"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"  # auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16
+    max_model_len: int = 16384  # prompt + output tokens of one sequence
+    block_size: int = 16  # tokens per KV block
+    kv_cache_tokens: int = 0  # KV capacity in tokens; 0 = enough for max_num_seqs full sequences (CPU) or 80% of free GPU memory
+    max_num_seqs: int = 8  # sequences in flight at once
+    max_batch_tokens: int = 4096  # token budget of one step (prefill chunk + verify blocks)
+    verify_tokens: int = 16  # K: positions verified per step ([last token] + up to K-1 drafts)
+    drafter: str = "lookup"  # lookup | ngram-earliest | pld | none
+    min_match: int = 2  # shortest suffix match the drafters act on
+    max_match: int = 32  # longest suffix match the drafters look for
+    greedy_fast_path: bool = True  # argmax verification for temperature-0 requests
+    enforce_eager: bool = False  # no CUDA graphs
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
+        if not 1 <= self.verify_tokens <= 64:
+            raise ValueError(f"verify_tokens must be in [1, 64], got {self.verify_tokens}")
+        if self.dtype != "auto" and self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if not 1 <= self.min_match <= self.max_match:
+            raise ValueError(f"need 1 <= min_match <= max_match, got {self.min_match}, {self.max_match}")
+        for name in ("max_model_len", "block_size", "max_num_seqs", "max_batch_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_batch_tokens < self.verify_tokens:
+            raise ValueError("max_batch_tokens must be at least verify_tokens")
+
+    @property
+    def torch_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        if self.dtype == "auto":
+            return torch.float32 if self.torch_device.type == "cpu" else torch.bfloat16
+        return DTYPES[self.dtype]
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None, **overrides) -> "EngineConfig":
+        """Defaults, then EDITAPPLY_* variables, then explicit overrides (e.g. CLI flags)."""
+        env = os.environ if environ is None else environ
+        values = {}
+        for f in fields(cls):
+            raw = env.get(ENV[f.name])
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f.type, raw, ENV[f.name])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+ENV = {f.name: "EDITAPPLY_" + f.name.upper() for f in fields(EngineConfig)}
+ENV["verify_tokens"] = "EDITAPPLY_VERIFY_TOKENS"
+
+
+def _parse(type_name, raw: str, var: str):
+    t = str(type_name)
+    try:
+        if t == "bool":
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if t == "int":
+            return int(raw)
+        return raw
+    except ValueError:
+        raise ValueError(f"{var}={raw!r}: expected {t}") from None

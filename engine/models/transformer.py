@@ -1,0 +1,139 @@
+"""The decoder-only transformer behind every supported family (Llama, Mistral, Qwen2, Qwen3).
+
+Written for an engine that owns its KV cache: `forward` takes a flat batch of token ids with their
+absolute positions and an `AttentionMetadata` that says where each token's K/V goes (its cache
+slot) and which slots each sequence attends to. It returns hidden states; `compute_logits` turns
+only the rows the caller asks for (the last prompt token, or every row of a verify block) into
+logits. Projections are fused (q|k|v and gate|up) so a step launches fewer kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from engine.models.config import ModelConfig
+from engine.models.layers import RMSNorm, RotaryEmbedding, SiluAndMul, apply_rope
+from kernels.paged_attention import paged_attention
+
+
+@dataclass
+class AttentionMetadata:
+    """What attention needs to know about one step's batch, shared by every layer.
+
+    Tokens of a step are laid out sequence after sequence: `query_lens[b]` tokens of sequence b.
+    When every sequence contributes the same number of tokens (decode, or verify blocks of one
+    length), `uniform` is true and attention runs as one batched call; that form is shape-static
+    and is what CUDA graphs capture.
+    """
+
+    slot_mapping: torch.Tensor  # [T] cache slot each new token's K/V is written to
+    slot_tables: torch.Tensor  # [B, S] cache slot of each context position, padded past the context
+    q_positions: torch.Tensor  # [B, Tq_max] absolute position of each query (padded rows repeat)
+    query_lens: list[int]  # tokens of each sequence in this step
+    context_lens: list[int]  # tokens of each sequence in the cache after this step's writes
+
+    @property
+    def uniform(self) -> bool:
+        return len(set(self.query_lens)) == 1
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.q_size = cfg.num_heads * cfg.head_dim
+        self.kv_size = cfg.num_kv_heads * cfg.head_dim
+        self.scale = cfg.head_dim**-0.5
+        self.sliding_window = cfg.sliding_window
+        self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=cfg.qkv_bias)
+        self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+
+    def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
+        T = x.shape[0]
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.view(T, self.num_heads, self.head_dim)  # [T, H, D]
+        k = k.view(T, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
+        v = v.view(T, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        kv.write(meta.slot_mapping, k, v)
+        if meta.uniform:
+            B, Tq = len(meta.query_lens), meta.query_lens[0]
+            kc, vc = kv.gather(meta.slot_tables)  # [B, S, Hkv, D]
+            out = paged_attention(
+                q.view(B, Tq, self.num_heads, self.head_dim), kc, vc,
+                meta.q_positions[:, :Tq], self.scale, self.sliding_window,
+            ).reshape(T, self.q_size)
+        else:
+            out = self._varlen(q, meta, kv)
+        return self.o_proj(out)
+
+    def _varlen(self, q, meta: AttentionMetadata, kv) -> torch.Tensor:
+        """Sequences of different query lengths (prefill chunks beside decodes): one call each."""
+        outs, start = [], 0
+        for b, (qlen, ctx) in enumerate(zip(meta.query_lens, meta.context_lens)):
+            kc, vc = kv.gather(meta.slot_tables[b : b + 1, :ctx])
+            outs.append(
+                paged_attention(
+                    q[None, start : start + qlen], kc, vc,
+                    meta.q_positions[b : b + 1, :qlen], self.scale, self.sliding_window,
+                )[0]
+            )
+            start += qlen
+        return torch.cat(outs).reshape(-1, self.q_size)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.act = SiluAndMul()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.gate_up_proj(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin, meta, kv) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, meta, kv)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class CausalLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, max_positions: int | None = None):
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rotary = RotaryEmbedding(
+            cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, max_positions or cfg.max_position_embeddings
+        )
+        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, kv_caches) -> torch.Tensor:
+        """input_ids, positions: [T] -> hidden states [T, hidden] (final norm applied)."""
+        x = self.embed_tokens(input_ids)
+        cos, sin = self.rotary(positions, x.dtype)
+        for layer, kv in zip(self.layers, kv_caches):
+            x = layer(x, cos, sin, meta, kv)
+        return self.norm(x)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[N, hidden] -> [N, vocab] in fp32."""
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return (hidden @ weight.t()).float()

@@ -1,0 +1,120 @@
+"""Tokenizer and chat template, both from the model folder's own metadata.
+
+The chat template is rendered the way transformers renders it (jinja2, trim_blocks and
+lstrip_blocks, `raise_exception`, a `tojson` that keeps non-ASCII), so a prompt is byte-for-byte
+the one the model was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from jinja2.exceptions import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer as HFTokenizer
+
+
+def _raise(message: str):
+    raise TemplateError(message)
+
+
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class Tokenizer:
+    def __init__(self, folder: str | Path):
+        folder = Path(folder)
+        self._tok = HFTokenizer.from_file(str(folder / "tokenizer.json"))
+        cfg_path = folder / "tokenizer_config.json"
+        cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+        template_file = folder / "chat_template.jinja"
+        self.chat_template: str | None = (
+            template_file.read_text() if template_file.is_file() else cfg.get("chat_template")
+        )
+        self.bos_token = _token_text(cfg.get("bos_token"))
+        self.eos_token = _token_text(cfg.get("eos_token"))
+        self.add_bos = bool(cfg.get("add_bos_token", False)) and self.bos_token is not None
+        self.bos_id = self._tok.token_to_id(self.bos_token) if self.bos_token else None
+        self.eos_ids = _eos_ids(folder, self._tok, self.eos_token)
+        self.vocab_size = self._tok.get_vocab_size()
+        self._template = None
+
+    def encode(self, text: str, add_special: bool = False) -> list[int]:
+        """Token ids of `text`; special-token spellings in `text` become their ids."""
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        if add_special and self.add_bos and (not ids or ids[0] != self.bos_id):
+            ids = [self.bos_id] + ids
+        return ids
+
+    def decode(self, ids: list[int], skip_special: bool = True) -> str:
+        return self._tok.decode(ids, skip_special_tokens=skip_special)
+
+    def token_text(self, token_id: int) -> str | None:
+        return self._tok.id_to_token(token_id)
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        if not self.chat_template:
+            raise ValueError("this model has no chat template")
+        if self._template is None:
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+            env.filters["tojson"] = _tojson
+            env.globals["raise_exception"] = _raise
+            env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+            self._template = env.from_string(self.chat_template)
+        return self._template.render(
+            messages=messages, add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token or "", eos_token=self.eos_token or "",
+        )
+
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        text = self.apply_chat_template(messages, add_generation_prompt)
+        ids = self.encode(text)
+        # Templates that spell the BOS themselves must not get a second one.
+        if self.add_bos and not text.startswith(self.bos_token or "\0"):
+            ids = [self.bos_id] + ids
+        return ids
+
+
+def _token_text(tok) -> str | None:
+    return tok.get("content") if isinstance(tok, dict) else tok
+
+
+def _eos_ids(folder: Path, tok: HFTokenizer, eos_token: str | None) -> tuple[int, ...]:
+    ids: list[int] = []
+    for name in ("generation_config.json", "config.json"):
+        path = folder / name
+        if path.is_file():
+            eos = json.loads(path.read_text()).get("eos_token_id")
+            for i in eos if isinstance(eos, list) else [eos]:
+                if i is not None and i not in ids:
+                    ids.append(i)
+    if eos_token is not None and tok.token_to_id(eos_token) is not None and tok.token_to_id(eos_token) not in ids:
+        ids.append(tok.token_to_id(eos_token))
+    return tuple(ids)
+
+
+class IncrementalDecoder:
+    """Turns a growing list of token ids into text deltas without splitting a multi-byte char.
+
+    Decodes a window that starts at the previous chunk (context for a leading space) and emits
+    only text that does not end in a replacement character (an incomplete UTF-8 sequence).
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special: bool = True):
+        self.tokenizer = tokenizer
+        self.skip_special = skip_special
+        self.ids: list[int] = []
+        self.prefix_offset = 0
+        self.read_offset = 0
+
+    def push(self, new_ids: list[int]) -> str:
+        self.ids.extend(new_ids)
+        prefix = self.tokenizer.decode(self.ids[self.prefix_offset : self.read_offset], self.skip_special)
+        full = self.tokenizer.decode(self.ids[self.prefix_offset :], self.skip_special)
+        if len(full) > len(prefix) and not full.endswith("\ufffd"):
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
+            return full[len(prefix) :]
+        return ""

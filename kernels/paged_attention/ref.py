@@ -1,0 +1,46 @@
+"""Reference attention over a paged (slot-addressed) KV cache, in plain PyTorch.
+
+The cache holds one row per *slot*; a sequence's context is the list of slots in its slot table,
+position j of the sequence living in slot `slot_tables[b, j]`. Queries are the sequence's newest
+tokens (a prompt chunk, one decode token, or a verify block), already written to the cache, so a
+query at position p attends to context positions 0..p (and only the last `sliding_window` of them
+when the model has a window).
+
+Padded table entries (past a sequence's context length) are always masked: every query position is
+below the context length, so `key_pos <= query_pos` excludes them. That makes the batched form
+shape-static, which CUDA graph capture needs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def causal_mask(q_positions: torch.Tensor, num_keys: int, sliding_window: int | None) -> torch.Tensor:
+    """[B, Tq, S] bool: key j visible to the query at position p iff p - window < j <= p."""
+    key_pos = torch.arange(num_keys, device=q_positions.device)  # [S]
+    mask = key_pos[None, None, :] <= q_positions[:, :, None]
+    if sliding_window is not None:
+        mask &= key_pos[None, None, :] > q_positions[:, :, None] - sliding_window
+    return mask
+
+
+def paged_attention_ref(
+    q: torch.Tensor,  # [B, Tq, H, D]
+    k: torch.Tensor,  # [B, S, Hkv, D] keys gathered through the slot tables
+    v: torch.Tensor,  # [B, S, Hkv, D]
+    q_positions: torch.Tensor,  # [B, Tq] absolute position of each query
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:  # [B, Tq, H, D]
+    mask = causal_mask(q_positions, k.shape[1], sliding_window)  # [B, Tq, S]
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        attn_mask=mask[:, None],
+        scale=scale,
+        enable_gqa=q.shape[2] != k.shape[2],
+    )
+    return out.transpose(1, 2)

@@ -1,0 +1,52 @@
+"""Tokenizer and chat template built from the GGUF metadata of the real CI model."""
+
+import pytest
+
+from engine.tokenizer import IncrementalDecoder, Tokenizer
+
+TEXTS = [
+    "def f(x):\n    return x * 12345 + 'héllo'  # ünïcode\n\n\tTabbed\r\nCRLF",
+    "fn main() {\n    println!(\"{}\", 0x1F);\n}\n",
+    "emoji 🎉 and CJK 漢字 and combining é",
+]
+
+
+@pytest.fixture(scope="module")
+def tok(ci_model_dir):
+    return Tokenizer(ci_model_dir)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_round_trip(tok, text):
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_digits_split_one_by_one_like_smollm2(tok):
+    # SmolLM2's own tokenizer splits every digit; a GPT-2 split would merge runs of digits.
+    assert [tok.decode([i]) for i in tok.encode("2024")] == ["2", "0", "2", "4"]
+
+
+def test_special_tokens_are_whole(tok):
+    ids = tok.encode("<|im_start|>user")
+    assert ids[0] == 1 and tok.decode(ids, skip_special=False) == "<|im_start|>user"
+
+
+def test_chat_template_renders_like_training(tok):
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}])
+    assert text == (
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_eos_includes_im_end(tok):
+    assert 2 in tok.eos_ids
+
+
+def test_incremental_decoder_never_splits_a_character(tok):
+    text = "naïve 🎉 漢字 end"
+    ids = tok.encode(text)
+    dec = IncrementalDecoder(tok)
+    pieces = [dec.push([i]) for i in ids]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
