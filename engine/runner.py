@@ -1,0 +1,90 @@
+"""ModelRunner: loads the model, owns the KV cache, and runs one forward step for a batch.
+
+A step's input is, for each sequence, the tokens not yet in the cache (a prompt chunk, or
+`[last token] + draft` for a verify block). The runner lays them out flat, computes cache slots,
+runs the model, and returns logits for the rows asked for. Compile/graph decisions live here and
+only here: uniform batches (every sequence with the same number of query tokens) on CUDA replay a
+captured CUDA graph unless `enforce_eager` is set.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.config import EngineConfig
+from engine.kv_cache import KVCache
+from engine.loader.hf_folder import load_model
+from engine.loader.registry import resolve
+from engine.models.transformer import AttentionMetadata
+from engine.sequence import Sequence
+from engine.tokenizer import Tokenizer
+
+CPU_KV_BUDGET_BYTES = 1 << 30
+
+
+class ModelRunner:
+    def __init__(self, cfg: EngineConfig):
+        self.cfg = cfg
+        self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
+        self.folder = resolve(cfg.model)
+        self.tokenizer = Tokenizer(self.folder)
+        # Room past max_model_len for the padded tail of a verify block.
+        self.model = load_model(self.folder, self.dtype, self.device, max_positions=cfg.max_model_len + 64)
+        mc = self.model.config
+        self.model_config = mc
+        per_token = 2 * mc.num_layers * mc.num_kv_heads * mc.head_dim * torch.empty((), dtype=self.dtype).element_size()
+        tokens = cfg.kv_cache_tokens or self._default_kv_tokens(per_token)
+        num_blocks = max(1, tokens // cfg.block_size)
+        self.kv = KVCache(mc.num_layers, num_blocks, cfg.block_size, mc.num_kv_heads, mc.head_dim, self.dtype, self.device)
+        self.graphs = None
+        if self.device.type == "cuda" and not cfg.enforce_eager:
+            from engine.cuda_graphs import GraphRunner
+
+            self.graphs = GraphRunner(self)
+
+    def _default_kv_tokens(self, per_token: int) -> int:
+        want = self.cfg.max_num_seqs * self.cfg.max_model_len
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            return min(want, int(0.5 * free) // per_token)
+        return max(self.cfg.max_model_len, min(want, CPU_KV_BUDGET_BYTES // per_token))
+
+    def prepare(self, batch: list[tuple[Sequence, list[int]]], width: int | None = None):
+        """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed)."""
+        bs = self.cfg.block_size
+        ids, positions, slots, q_lens, ctx_lens = [], [], [], [], []
+        for seq, feed in batch:
+            start = seq.num_cached
+            pos = range(start, start + len(feed))
+            ids.extend(feed)
+            positions.extend(pos)
+            slots.extend(seq.block_table[p // bs] * bs + p % bs for p in pos)
+            q_lens.append(len(feed))
+            ctx_lens.append(start + len(feed))
+        width = width or max(ctx_lens)
+        max_q = max(q_lens)
+        q_pos = torch.zeros(len(batch), max_q, dtype=torch.long)
+        for i, (seq, feed) in enumerate(batch):
+            q_pos[i] = torch.arange(seq.num_cached, seq.num_cached + max_q)
+        dev = self.device
+        meta = AttentionMetadata(
+            slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev),
+            slot_tables=self.kv.slot_tables([s.block_table for s, _ in batch], width, dev),
+            q_positions=q_pos.to(dev),
+            query_lens=q_lens,
+            context_lens=ctx_lens,
+        )
+        return torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev), meta
+
+    @torch.inference_mode()
+    def forward(self, batch: list[tuple[Sequence, list[int]]], all_logits: bool) -> torch.Tensor:
+        """Logits [N, vocab] fp32: every fed row if all_logits, else the last row of each sequence."""
+        if self.graphs is not None and self.graphs.can_run(batch):
+            hidden = self.graphs.run(batch)
+        else:
+            ids, positions, meta = self.prepare(batch)
+            hidden = self.model(ids, positions, meta, self.kv.layers)
+        if not all_logits:
+            ends = torch.tensor([len(f) for _, f in batch], device=hidden.device).cumsum(0) - 1
+            hidden = hidden[ends]
+        return self.model.compute_logits(hidden)

@@ -1,0 +1,126 @@
+"""A request in flight: its tokens, KV blocks, drafter and statistics."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+import torch
+
+from engine.sampling import SamplingParams
+
+
+class Status(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass
+class Request:
+    """What a caller submits: a tokenized prompt plus how to generate and where drafts come from."""
+
+    prompt_ids: list[int]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    # Lookup sources in priority order, e.g. {"prediction": [...], "original": [...], "snippet": [...]}.
+    # The prompt itself is always a source of the lookup drafter.
+    sources: dict[str, list[int]] = field(default_factory=dict)
+    verify_tokens: int | None = None  # per-request K; None = the engine's
+    drafter: str | None = None  # per-request drafter kind; None = the engine's
+    request_id: str | None = None
+
+
+@dataclass
+class Stats:
+    """Per-request speculative-decoding statistics, reported with every stream event."""
+
+    prompt_tokens: int = 0
+    generated: int = 0
+    steps: int = 0  # verify/decode steps after the prefill
+    drafted: int = 0  # draft tokens proposed
+    accepted: int = 0  # draft tokens accepted
+    committed_hist: dict[int, int] = field(default_factory=dict)  # tokens committed per step -> steps
+    cached_prompt_tokens: int = 0
+    t_start: float = field(default_factory=time.perf_counter)
+    t_first: float | None = None
+    t_end: float | None = None
+
+    def record_step(self, drafted: int, accepted: int, committed: int) -> None:
+        self.steps += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        self.committed_hist[committed] = self.committed_hist.get(committed, 0) + 1
+
+    @property
+    def accepted_per_step(self) -> float:
+        """Mean tokens committed per verify step (accepted drafts + the bonus/recovered token)."""
+        return sum(k * n for k, n in self.committed_hist.items()) / max(1, self.steps)
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return None if self.t_first is None else 1000 * (self.t_first - self.t_start)
+
+    @property
+    def tokens_per_second(self) -> float:
+        end = self.t_end or time.perf_counter()
+        start = self.t_first or self.t_start
+        # Decode speed after the first token, as serving engines report it.
+        return (self.generated - 1) / (end - start) if self.generated > 1 and end > start else 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "generated_tokens": self.generated,
+            "steps": self.steps,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "accepted_per_step": round(self.accepted_per_step, 3),
+            "accepted_per_step_hist": dict(sorted(self.committed_hist.items())),
+            "acceptance_rate": round(self.accepted / self.drafted, 4) if self.drafted else None,
+            "ttft_ms": None if self.ttft_ms is None else round(self.ttft_ms, 2),
+            "tokens_per_second": round(self.tokens_per_second, 2),
+            "seconds": round((self.t_end or time.perf_counter()) - self.t_start, 4),
+        }
+
+
+_ids = itertools.count()
+
+
+class Sequence:
+    def __init__(self, request: Request, drafter, verify_tokens: int, generator: torch.Generator | None):
+        self.request = request
+        self.id = request.request_id or f"seq-{next(_ids)}"
+        self.params = request.params
+        self.tokens: list[int] = list(request.prompt_ids)
+        self.prompt_len = len(request.prompt_ids)
+        self.num_cached = 0  # tokens whose K/V are in the cache
+        self.block_table: list[int] = []
+        self.drafter = drafter
+        self.verify_tokens = verify_tokens
+        self.generator = generator
+        self.status = Status.WAITING
+        self.finish_reason: str | None = None
+        self.stats = Stats(prompt_tokens=self.prompt_len)
+        self.text_len_checked = 0  # for stop strings
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def needs_prefill(self) -> bool:
+        return self.num_cached < self.prompt_len
+
+    @property
+    def output_ids(self) -> list[int]:
+        return self.tokens[self.prompt_len :]
+
+    @property
+    def num_generated(self) -> int:
+        return len(self.tokens) - self.prompt_len
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status == Status.FINISHED

@@ -1,0 +1,251 @@
+"""The lookup drafter: drafts are continuations of the context's suffix in the request's sources.
+
+Sources are token lists in priority order: the predicted output, the open file, the snippet,
+documents, then the tokens generated so far (indexed as they arrive) and the prompt. Each source
+keeps a **cursor**: the position in the source predicted to come next in the context.
+
+* Cursor holds: the tokens committed since the last call are compared with the source at the
+  cursor (O(new tokens), no search); if they all match, the cursor moves past them and the draft is
+  the source from there.
+* Miss: the cursor is dropped and the source **re-anchors** at its longest suffix match with the
+  context (capped at `max_match` tokens), choosing among equally long matches the occurrence
+  nearest the previous cursor: the first at or after it (an edit inserts, replaces or skips
+  tokens, so copying resumes at or after the miss), else the nearest before it. Repeated code
+  (similar functions, repeated imports) therefore keeps the cursor where it was, not at the first
+  occurrence. Matches longer than `max_match` count as equal, so locality also decides between
+  long identical stretches.
+* The drafting source is the one with the longest run (capped at `max_match`); ties go to the
+  higher priority.
+
+**Draft length.** A source's *run* is its match length at the anchor plus every committed token
+that matched since. The draft is `ceil(growth * run)` tokens, at most `max_tokens`: a fresh 2-token
+match drafts 4 (cheap if wrong), a run of 8 or more drafts the whole block (K = 16). Acceptance
+feeds the run directly and a rejection resets it to the new match's length, so the length follows
+recent acceptance like TCP slow start: 4 drafted and accepted plus the bonus make a run of 7, then
+14 are drafted, then the full 15.
+
+**Index.** Per source, two n-gram maps built once (the generated tokens incrementally): every
+`min_match`-gram and every `long_match`-gram -> the sorted positions right after its occurrences.
+Re-anchoring looks the context's last `long_match` tokens up first (any match of that length or
+longer is there), else its last `min_match` tokens, then grows the candidate matches backwards one
+token at a time, keeping those that still agree, up to `max_match`. Only the `max_candidates`
+occurrences nearest the previous cursor are examined, so a re-anchor costs at most
+O(max_candidates * max_match) whatever the source length. A call costs O(new tokens * sources)
+to check cursors and index the generated tokens, O(draft length) to copy the draft, and one
+bounded re-anchor per lost source, skipped once some source has a run of `max_match`: in steady
+copying, amortized O(draft length). (A suffix automaton finds the longest match in O(1) amortized
+but not the occurrence nearest a cursor; sorted position lists give that with one bisect.)
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from bisect import bisect_left
+from collections.abc import Mapping
+
+NgramIndex = dict[tuple[int, ...], list[int]]
+
+
+def index_ngrams(tokens: list[int], n: int, index: NgramIndex | None = None, start: int = 0) -> NgramIndex:
+    """Map each n-gram of `tokens` to the sorted positions right after its occurrences.
+
+    Example: tokens [5, 6, 7, 5, 6], n = 2 -> {(5, 6): [2, 5], (6, 7): [3], (7, 5): [4]}; position 5
+    is len(tokens): that occurrence has no continuation yet. Passing `index` and `start` adds only
+    the positions >= start, for a list that has grown since it was indexed.
+    """
+    index = {} if index is None else index
+    for p in range(max(n, start), len(tokens) + 1):
+        index.setdefault(tuple(tokens[p - n : p]), []).append(p)
+    return index
+
+
+def nearest(positions: list[int], ref: int) -> int:
+    """The first of the sorted `positions` at or after `ref`, else the last one before it.
+
+    Example: positions [3, 10, 17]: ref 11 -> 17, ref 10 -> 10, ref 20 -> 17, ref 0 -> 3.
+    """
+    i = bisect_left(positions, ref)
+    return positions[i] if i < len(positions) else positions[-1]
+
+
+def window(positions: list[int], ref: int, limit: int, size: int) -> list[int]:
+    """At most `size` of the sorted `positions` below `limit`, centred where `ref` would go.
+
+    Example: positions [1, 4, 6, 9, 12, 15], ref 10, limit 15, size 2 -> [9, 12].
+    """
+    end = bisect_left(positions, limit)
+    i = bisect_left(positions, ref, 0, end)
+    lo = max(0, i - size // 2)
+    hi = min(end, lo + size)
+    return positions[max(0, hi - size) : hi]
+
+
+def grow_matches(context: list[int], source: list[int], ends: list[int], length: int, max_len: int) -> tuple[int, list[int]]:
+    """Extend matches of the context's last `length` tokens backwards, up to `max_len` tokens.
+
+    `ends` are positions p with source[p - length : p] == context[-length:]. Returns the longest
+    length any of them reaches and the ends that reach it (still sorted).
+
+    Example: context [4, 9, 1, 2], source [9, 1, 2, 0, 8, 1, 2, 3, 9, 1, 2, 5], ends of (1, 2) =
+    [3, 7, 11], length 2. One token back the context has 9: source[0] = 9 keeps 3, source[4] = 8
+    drops 7, source[8] = 9 keeps 11 -> length 3. Two back it has 4: source[-1] does not exist and
+    source[7] = 3 -> nobody survives, so the answer is (3, [3, 11]).
+    """
+    while length < max_len and length < len(context):
+        t = context[-length - 1]
+        survivors = [p for p in ends if p > length and source[p - length - 1] == t]
+        if not survivors:
+            break
+        ends, length = survivors, length + 1
+    return length, ends
+
+
+def follow(source: list[int], cursor: int, new: list[int]) -> int:
+    """How many of the newly committed tokens `new` match the source at `cursor`.
+
+    Example: source [1, 2, 3, 4], cursor 1, new [2, 3] -> 2 (the cursor moves to 3); new [2, 7] -> 1
+    (a miss at position 2).
+    """
+    if source[cursor : cursor + len(new)] == new:
+        return len(new)
+    n = 0
+    while cursor + n < len(source) and n < len(new) and source[cursor + n] == new[n]:
+        n += 1
+    return n
+
+
+def find_anchor(context: list[int], source: list[int], indexes: list[tuple[int, NgramIndex]], ref: int,
+                max_match: int, max_candidates: int) -> tuple[int, int] | None:
+    """(position after the longest suffix match nearest `ref`, its length), or None below min_match.
+
+    `indexes` are (n, n-gram index) pairs, longest n first. Example with one index of n = 2:
+    context [.., 3, 1, 2], source [1, 2, 7, 3, 1, 2, 8, 3, 1, 2, 9], ref 7. (1, 2) ends at
+    [2, 6, 10]; one token back the context has 3, which 6 and 10 share -> length 3, ends [6, 10];
+    nothing longer, and the nearest to 7 at or after it is 10: the anchor is (10, 3) and the
+    draft starts with 9.
+    """
+    for n, index in indexes:
+        if len(context) < n:
+            continue
+        ends = index.get(tuple(context[-n:]))
+        if not ends:
+            continue
+        ends = window(ends, ref, limit=len(source), size=max_candidates)
+        if not ends:
+            continue
+        length, ends = grow_matches(context, source, ends, n, max_match)
+        return nearest(ends, ref), length
+    return None
+
+
+def draft_length(run: int, max_tokens: int, growth: float) -> int:
+    """Tokens to draft after a run of `run` matching tokens: ceil(growth * run), at most max_tokens.
+
+    Example with growth 2 and max_tokens 15: run 2 -> 4, run 3 -> 6, run 8 -> 15.
+    """
+    return max(0, min(max_tokens, math.ceil(growth * run)))
+
+
+class _Source:
+    """One source's tokens, n-gram indexes and cursor."""
+
+    def __init__(self, name: str, tokens: list[int], keys: tuple[int, ...], ref: int = 0):
+        self.name = name
+        self.tokens = tokens
+        self.indexes = [(n, index_ngrams(tokens, n)) for n in keys]
+        self.cursor: int | None = None  # next expected position; None = lost, re-anchor
+        self.run = 0
+        self.ref = ref  # where the last cursor was, for choosing the nearest occurrence
+
+    def extend(self, new: list[int]) -> None:
+        start = len(self.tokens) + 1
+        self.tokens.extend(new)
+        for n, index in self.indexes:
+            index_ngrams(self.tokens, n, index, start)
+
+
+class LookupDrafter:
+    """Drafts from named sources in priority order, plus the generated tokens and the prompt.
+
+    `stats` counts calls, and per source name re-anchoring searches, cursor misses and drafts
+    (for tests and benchmarks). `last_source` names the source of the last draft.
+    """
+
+    def __init__(self, sources: Mapping[str, list[int]], prompt_len: int, *, min_match: int = 2,
+                 long_match: int = 8, max_match: int = 16, max_candidates: int = 64,
+                 growth: float = 2.0, prompt_as_source: bool = True):
+        if not (1 <= min_match <= max_match and max_candidates >= 1 and growth > 0):
+            raise ValueError(f"bad lookup settings: min_match={min_match}, max_match={max_match}, "
+                             f"max_candidates={max_candidates}, growth={growth}")
+        reserved = {"generated", "prompt"} & set(sources)
+        if reserved:
+            raise ValueError(f"source names {sorted(reserved)} are reserved for the drafter's own sources")
+        self.prompt_len = prompt_len
+        self.max_match = max_match
+        self.max_candidates = max_candidates
+        self.growth = growth
+        self.prompt_as_source = prompt_as_source
+        long_match = min(max(long_match, min_match), max_match)
+        self.keys = (long_match, min_match) if long_match > min_match else (min_match,)
+        self._sources = [_Source(name, list(toks), self.keys) for name, toks in sources.items()]
+        # The most recent repetition of generated text is the likeliest to repeat again.
+        self._generated = _Source("generated", [], self.keys, ref=sys.maxsize)
+        self._sources.append(self._generated)
+        self._seen = 0  # context tokens processed so far
+        self.last_source: str | None = None
+        self.stats = {"calls": 0, "searches": {}, "misses": {}, "drafts": {}}  # per source name
+
+    def propose(self, context: list[int], max_tokens: int) -> list[int]:
+        self.stats["calls"] += 1
+        if len(context) < self._seen:
+            raise ValueError(f"context shrank from {self._seen} to {len(context)} tokens; drafters expect it to grow")
+        if self._seen == 0 and self.prompt_as_source and self.prompt_len > 0:
+            self._sources.append(_Source("prompt", list(context[: self.prompt_len]), self.keys))
+        new = context[self._seen :]
+        if len(context) > self.prompt_len:
+            self._generated.extend(context[max(self.prompt_len, self._seen) :])
+        self._seen = len(context)
+        for src in self._sources:
+            if src.cursor is not None and new:
+                self._follow(src, new)
+        best = self._pick(context)
+        self.last_source = best.name if best else None
+        if best is None or max_tokens <= 0:
+            return []
+        n = draft_length(best.run, max_tokens, self.growth)
+        draft = best.tokens[best.cursor : best.cursor + n]
+        if best is self._generated and len(draft) < n:
+            # The output repeats with period len(draft): the copy overlaps itself (as in LZ77).
+            draft = [draft[i % len(draft)] for i in range(n)]
+        self.stats["drafts"][best.name] = self.stats["drafts"].get(best.name, 0) + 1
+        return draft
+
+    def _follow(self, src: _Source, new: list[int]) -> None:
+        matched = follow(src.tokens, src.cursor, new)
+        if matched == len(new):
+            src.cursor += matched
+            src.run += matched
+        else:
+            self.stats["misses"][src.name] = self.stats["misses"].get(src.name, 0) + 1
+            src.ref, src.cursor, src.run = src.cursor + matched, None, 0
+
+    def _pick(self, context: list[int]) -> _Source | None:
+        """The source with the longest run (capped at max_match), ties to the higher priority."""
+        best, best_run = None, 0
+        for src in self._sources:
+            if best_run >= self.max_match:
+                break  # nothing later can beat it; lost cursors re-anchor when they could matter
+            if src.cursor is not None and src.cursor >= len(src.tokens):
+                src.ref, src.cursor, src.run = src.cursor, None, 0  # copied to the end: look again
+            if src.cursor is None:
+                self.stats["searches"][src.name] = self.stats["searches"].get(src.name, 0) + 1
+                hit = find_anchor(context, src.tokens, src.indexes, src.ref, self.max_match, self.max_candidates)
+                if hit is not None:
+                    src.cursor, src.run = hit
+            if src.cursor is None:
+                continue
+            run = min(src.run, self.max_match)
+            if run > best_run:
+                best, best_run = src, run
+        return best

