@@ -1,0 +1,83 @@
+"""Shared benchmark plumbing: machine/date/commit header, tables, dev-set loading, results files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+BENCH = Path(__file__).parent
+DEV_SET = BENCH / "data" / "dev.jsonl"
+
+
+def machine() -> str:
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    cpu = platform.processor() or "cpu"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=BENCH)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "engine", "kernels", "prompts"],
+                               capture_output=True, text=True, cwd=BENCH).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def header(title: str) -> str:
+    return f"## {title}\n\nmachine: {machine()}; date: {dt.date.today().isoformat()}; commit: {commit()}\n"
+
+
+def table(columns: list[str], rows: list[list]) -> str:
+    """A Markdown table (printable and pasteable into RESULTS.md)."""
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:,.2f}" if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def load_dev(limit: int | None = None, ids: list[str] | None = None, spread: bool = True) -> list[dict]:
+    """Dev-set cases; with `limit`, an even spread over the set sorted by size (not just the smallest)."""
+    rows = [json.loads(line) for line in DEV_SET.read_text().splitlines() if line.strip()]
+    if ids:
+        rows = [r for r in rows if r["id"] in set(ids)]
+    if limit and limit < len(rows):
+        rows = sorted(rows, key=lambda r: len(r["original"]))
+        if spread:
+            step = len(rows) / limit
+            rows = [rows[int(i * step)] for i in range(limit)]
+        else:
+            rows = rows[:limit]
+    return rows
+
+
+def histogram_text(hist: dict) -> str:
+    """{committed tokens per step: steps} as 'k:n' pairs, largest k first."""
+    return " ".join(f"{k}:{v}" for k, v in sorted(((int(k), v) for k, v in hist.items()), reverse=True))
+
+
+def save_json(name: str, payload: dict, out_dir: str | None = None) -> Path:
+    folder = Path(out_dir or os.environ.get("OUT") or BENCH / "results")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(json.dumps(payload, indent=2))
+    return path
