@@ -4,7 +4,8 @@ On the GPU a small model's step is dominated by kernel launches (hundreds per st
 decode steps replay a captured graph. A graph is shape-static, so a step is padded to a fixed
 shape: B sequences, each fed exactly `Tq` tokens (Tq = 1 for plain decode, K for verify blocks; a
 shorter draft is padded with copies of its last token, whose K/V land in rejected-tail positions
-that are overwritten later anyway), and a slot-table width rounded up to a power of two. One graph
+that are overwritten later anyway), and a slot-table width rounded up to a multiple of
+WIDTH_STEP (attention reads the whole width, so coarser buckets cost real time). One graph
 per (B, Tq, width) is captured lazily on first use and shares one memory pool with the others.
 """
 
@@ -14,7 +15,7 @@ import torch
 
 from engine.models.transformer import AttentionMetadata
 
-MIN_WIDTH = 256
+WIDTH_STEP = 512
 
 
 class _Graph:
@@ -72,7 +73,7 @@ class GraphRunner:
         Tq = 1 if all(len(f) == 1 for _, f in batch) else self.verify_tokens
         padded = [(seq, feed + [feed[-1]] * (Tq - len(feed))) for seq, feed in batch]
         need = max(seq.num_cached + Tq for seq, _ in batch)
-        width = max(MIN_WIDTH, 1 << (need - 1).bit_length())
+        width = -(-need // WIDTH_STEP) * WIDTH_STEP
         key = (len(batch), Tq, width)
         if key not in self.graphs:
             self.graphs[key] = _Graph(self.runner, len(batch), Tq, width, self.pool, self.scratch_slot)

@@ -1,0 +1,178 @@
+"""Time of one decode step (K=1) and one verify step (K=16) at several context lengths.
+
+Random weights in a real model's shape (Qwen2.5-Coder-0.5B by default) suffice for timing: the
+work per step does not depend on the weights' values. Compares our engine with CUDA graphs,
+without (eager), and transformers' eager forward with its KV cache, against the floor of reading
+the weights once (bytes / 4.3 TB/s on the H200). Also checks that graph replay and eager give the
+same greedy tokens, drafts and all.
+
+    python -m bench.step_time [--shape qwen2.5-coder-0.5b] [--contexts 1024 4096 8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bench.common import header, save_json, table
+
+SHAPES = {
+    "qwen2.5-coder-0.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
+                               num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                               max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=False),
+    "qwen2.5-coder-1.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=1536, intermediate_size=8960,
+                               num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+                               max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=True),
+}
+HBM_BYTES_PER_S = 4.3e12
+
+
+def random_model_folder(shape: str, folder: Path, dtype) -> Path:
+    import transformers
+    from tokenizers import Tokenizer, models
+
+    spec = dict(SHAPES[shape])
+    cfg = transformers.AutoConfig.for_model(**spec)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    model.save_pretrained(folder)
+    vocab = {f"t{i}": i for i in range(spec["vocab_size"])}
+    Tokenizer(models.WordLevel(vocab, unk_token="t0")).save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def time_fn(fn, reps: int) -> float:
+    """Median wall time (ms) of fn(), synchronizing the device around each call."""
+    times = []
+    for _ in range(3):
+        fn()
+    for _ in range(reps):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def engine_step_ms(engine, context: int, k: int, reps: int) -> float:
+    from engine.sampling import SamplingParams
+    from engine.sequence import Request
+
+    g = torch.Generator().manual_seed(context)
+    prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
+    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
+    while seq.needs_prefill:
+        engine.step()
+    engine._ensure_blocks(seq, len(seq) + k)
+    feed = [seq.tokens[-1]] + prompt[:k - 1]
+    ms = time_fn(lambda: engine.runner.forward([(seq, feed)], all_logits=True), reps)
+    engine.cancel(seq)
+    return ms
+
+
+def hf_step_ms(hf, context: int, k: int, reps: int) -> float:
+    from transformers import DynamicCache
+
+    dev = next(hf.parameters()).device
+    g = torch.Generator().manual_seed(context)
+    ids = torch.randint(0, hf.config.vocab_size, (1, context), generator=g).to(dev)
+    with torch.inference_mode():
+        cache = DynamicCache()
+        hf(ids, past_key_values=cache, use_cache=True)
+        block = ids[:, :k]
+
+        def step():
+            hf(block, past_key_values=cache, use_cache=True)
+            # roll back, as a verify step does (newer transformers take a negative count)
+            try:
+                cache.crop(context)
+            except ValueError:
+                cache.crop(-k)
+
+        return time_fn(step, reps)
+
+
+def check_graphs_match_eager(folder: Path, device: str) -> dict:
+    """Greedy outputs with CUDA graphs == eager, for plain decode and lookup verify blocks."""
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.sampling import SamplingParams
+    from engine.sequence import Request
+
+    results = {}
+    prompt = torch.randint(0, 1000, (300,), generator=torch.Generator().manual_seed(7)).tolist()
+    outs = {}
+    for eager in (True, False):
+        eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=2048))
+        plain = [t for ev in eng.generate(Request(prompt, SamplingParams(max_tokens=40, ignore_eos=True), drafter="none"))
+                 for t in ev.token_ids]
+        # A source that repeats the plain output with one token changed: drafts accepted, then rejected.
+        source = prompt[-8:] + plain[:20] + [plain[20] ^ 1] + plain[21:]
+        spec = [t for ev in eng.generate(Request(prompt, SamplingParams(max_tokens=40, ignore_eos=True),
+                                                 sources={"prediction": source}, drafter="lookup"))
+                for t in ev.token_ids]
+        outs[eager] = (plain, spec)
+        del eng
+    results["graphs_equal_eager_plain"] = outs[True][0] == outs[False][0]
+    results["graphs_equal_eager_spec"] = outs[True][1] == outs[False][1]
+    results["spec_equal_plain"] = outs[False][0] == outs[False][1]
+    return results
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--shape", default="qwen2.5-coder-0.5b", choices=sorted(SHAPES))
+    ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 4096, 8192])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--no-hf", action="store_true")
+    args = ap.parse_args(argv)
+
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+
+    cuda = torch.cuda.is_available()
+    dtype = torch.bfloat16 if cuda else torch.float32
+    device = "cuda" if cuda else "cpu"
+    folder = random_model_folder(args.shape, Path(tempfile.mkdtemp()), dtype)
+    weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
+    checks = check_graphs_match_eager(folder, device) if cuda else {}
+    rows, results = [], {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
+    max_len = max(args.contexts) + 64
+    variants = [("ours, CUDA graphs", False), ("ours, eager", True)] if cuda else [("ours", True)]
+    for name, eager in variants:
+        eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
+                                     max_num_seqs=1))
+        for ctx in args.contexts:
+            for k in (1, 16):
+                ms = engine_step_ms(eng, ctx, k, args.reps)
+                rows.append([name, ctx, k, ms, ms / floor_ms, k / ms * 1000])
+                results["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
+        del eng
+        torch.cuda.empty_cache() if cuda else None
+    if not args.no_hf:
+        import transformers
+
+        hf = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+        for ctx in args.contexts:
+            for k in (1, 16):
+                ms = hf_step_ms(hf, ctx, k, args.reps)
+                rows.append(["transformers eager", ctx, k, ms, ms / floor_ms, k / ms * 1000])
+                results["steps"].append({"engine": "transformers", "context": ctx, "k": k, "ms": ms})
+    print(header(f"Step time, {args.shape} shape, random weights, {dtype}"))
+    print(f"weights {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at 4.3 TB/s; checks: {json.dumps(checks)}\n")
+    print(table(["engine", "context", "K", "ms/step", "x floor", "tokens/s if all K accepted"], rows))
+    save_json("step_time.json", results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""Anchor blocks: where lines of a snippet segment sit in the original.
+
+A segment is context lines (unchanged, present in the original) around changed lines. An
+*anchor block* is a run of segment lines equal to a run of original lines (exactly, or up to
+whitespace). `anchor_blocks` picks a few lines near the segment's head (or tail) -- the first
+significant one that occurs in the original, and a few fallbacks -- finds every occurrence, and
+grows each one line by line in both directions while segment and original agree. Example,
+original `a b c d e f`, segment `b c X e`::
+
+    head: 'b' at 1, grown to 'b c' (seg 0..2 = orig 1..3)
+    tail: 'e' at 4, grown to 'e'   (seg 3..4 = orig 4..5)
+
+`candidates.py` pairs head and tail blocks into spans. Significant means not trivial: a blank
+line, a lone brace or `else:` anchors nothing by itself (unless it is rare in the file).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+EXACT, SPACE, FUZZY = 0, 1, 2
+LEVELS = ("exact", "whitespace", "fuzzy")
+RARE = 3  # a trivial line occurring at most this often in the original can anchor
+_TRIVIAL_WORDS = frozenset(
+    "pass else else: try: finally: end fi done return break continue default: begin do then esac".split()
+)
+
+
+@functools.lru_cache(maxsize=8192)
+def normalize(line: str) -> str:
+    """`line` with all runs of whitespace collapsed and the ends stripped."""
+    return " ".join(line.split())
+
+
+@functools.lru_cache(maxsize=8192)
+def is_trivial(line: str) -> bool:
+    """Blank, punctuation only (`}`, `);`, a docstring quote), or a bare keyword (`else:`)."""
+    text = line.strip()
+    return sum(ch.isalnum() for ch in text) < 2 or text in _TRIVIAL_WORDS or bool(
+        re.fullmatch(r"[\W_]*(?:else|end|return|pass)[\W_]*", text)
+    )
+
+
+class OriginalIndex:
+    """The original's lines, with where each whitespace-normalized line occurs."""
+
+    def __init__(self, lines: tuple[str, ...]):
+        self.lines = lines
+        self.normal = [normalize(line) for line in lines]
+        self.normal_at: dict[str, list[int]] = defaultdict(list)
+        for i, line in enumerate(self.normal):
+            self.normal_at[line].append(i)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def level(self, line: str, at: int) -> int | None:
+        """How `line` matches original line `at`: EXACT, SPACE, or None."""
+        if self.lines[at] == line:
+            return EXACT
+        return SPACE if self.normal[at] == normalize(line) else None
+
+    def occurrences(self, line: str, lo: int, hi: int) -> list[int]:
+        """Positions in [lo, hi) where `line` occurs exactly or up to whitespace."""
+        return [p for p in self.normal_at.get(normalize(line), ()) if lo <= p < hi]
+
+
+def line_weight(line: str, level: int) -> float:
+    """How much a matched line says about position: trivial lines little, inexact ones less."""
+    if is_trivial(line):
+        return 0.25
+    return 1.0 if level == EXACT else 0.75
+
+
+@dataclass(frozen=True)
+class Block:
+    """seg[seg_start : seg_start + length] matches orig[orig_start : ...] line by line.
+
+    `weights` holds `line_weight` of each matched line, in order.
+    """
+
+    seg_start: int
+    orig_start: int
+    weights: tuple[float, ...]
+    level: int  # the worst line level inside
+
+    @property
+    def length(self) -> int:
+        return len(self.weights)
+
+    @property
+    def seg_end(self) -> int:
+        return self.seg_start + self.length
+
+    @property
+    def orig_end(self) -> int:
+        return self.orig_start + self.length
+
+    def cut(self, length: int) -> Block:
+        """The block's first `length` lines."""
+        return Block(self.seg_start, self.orig_start, self.weights[:length], self.level)
+
+    def drop(self, count: int) -> Block:
+        """The block without its first `count` lines."""
+        return Block(self.seg_start + count, self.orig_start + count, self.weights[count:], self.level)
+
+
+def grow(seg: tuple[str, ...], index: OriginalIndex, s: int, p: int, lo: int, hi: int) -> Block:
+    """Grow the one-line match seg[s] ~ orig[p] both ways, staying inside orig[lo:hi]."""
+    levels = [index.level(seg[s], p)]
+    while s - len(levels) + 1 > 0 and p - len(levels) + 1 > lo:
+        level = index.level(seg[s - len(levels)], p - len(levels))
+        if level is None:
+            break
+        levels.append(level)
+    back = len(levels) - 1
+    levels.reverse()
+    while s + len(levels) - back < len(seg) and p + len(levels) - back < hi:
+        level = index.level(seg[s + len(levels) - back], p + len(levels) - back)
+        if level is None:
+            break
+        levels.append(level)
+    s0, p0 = s - back, p - back
+    weights = tuple(line_weight(seg[s0 + d], lv) for d, lv in enumerate(levels))
+    return Block(s0, p0, weights, max(levels))
+
+
+def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool) -> list[Block]:
+    """Blocks grown from every occurrence of a few anchor lines near the segment's edge.
+
+    Lines are tried from the head (or the tail, `from_end`) inward. Anchor lines are: the
+    edge-most one that is significant or rare (a trivial line occurring at most `RARE` times, such
+    as `/// ```` in a Rust doc comment, still says where it is); the edge-most significant one; and
+    when those only match up to whitespace (perhaps a changed line that happens to equal another
+    one but for indentation), the edge-most one with an exact match; and the edge-most line of
+    all, when its longest grown blocks are rare. A segment of common trivial lines only falls
+    back to its edge-most non-blank line.
+    """
+    order = list(range(len(seg) - 1, -1, -1) if from_end else range(len(seg)))
+    found: dict[int, list[int]] = {}
+    for s in order:
+        if seg[s].strip() and (positions := index.occurrences(seg[s], lo, hi)):
+            found[s] = positions
+    if not found:
+        return []
+
+    def first(wanted):
+        return next((s for s in order if s in found and wanted(s)), None)
+
+    significant = first(lambda s: not is_trivial(seg[s]))
+    lines = [first(lambda s: not is_trivial(seg[s]) or len(index.normal_at.get(normalize(seg[s]), ())) <= RARE), significant]
+    if significant is not None and all(index.lines[p] != seg[significant] for p in found[significant]):
+        lines.append(first(lambda s: any(index.lines[p] == seg[s] for p in found[s])))
+    if all(s is None for s in lines):
+        lines = [first(lambda s: True)]
+    blocks = {grow(seg, index, s, p, lo, hi): None for s in dict.fromkeys(lines) if s is not None for p in found[s]}
+    # The edge-most line, however common: the longest block grown from it can still be rare
+    # (`fi`, `fi`, blank is unique where `fi` alone is everywhere).
+    edge = first(lambda s: True)
+    if edge not in lines:
+        grown = [grow(seg, index, edge, p, lo, hi) for p in found[edge]]
+        longest = max(b.length for b in grown)
+        best = [b for b in grown if b.length == longest]
+        if longest >= 2 and len(best) <= RARE:
+            blocks.update(dict.fromkeys(best))
+    return list(blocks)

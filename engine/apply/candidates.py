@@ -1,0 +1,164 @@
+"""Candidate spans: which stretch of the original a segment would replace.
+
+A head block and a tail block (`anchor.py`) that fit together -- in order, or on one diagonal
+when they overlap -- make a `Candidate`; so does a block alone (the rest of the segment is then
+inserted). With the blocks of the example in `anchor.py`, orig[1:5] = `b c d e` is replaced by
+`b c X e` (d became X).
+
+Candidates are ranked by how far their anchors reach toward the segment's edges (the longest
+prefix and suffix that match, as in the dev set's own mechanical check), then by how many segment
+lines the anchors cover (weighted: a blank or a brace says little about position, a line equal
+only up to whitespace less than an exact one), see `Candidate.score`; `deleted_lines` breaks
+ties. Choosing among them, with the other segments' order, is `placement.py`'s job.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, replace
+
+from engine.apply.anchor import Block, OriginalIndex, anchor_blocks, normalize
+from engine.apply.text import line_matcher
+
+NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The original span [start, end) that a segment would replace, and its two anchors.
+
+    `bounds` = (seg_from, seg_to, orig_from, orig_to) is what the splice really covers: the
+    anchors' outer edges, or the file's edge on a side the snippet pins there.
+    """
+
+    head: Block
+    tail: Block
+    weight: float  # line weights of the segment lines the anchors cover
+    level: int
+    reach: int = 0  # non-blank segment lines outside the anchors, at unpinned edges
+    bounds: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    @property
+    def start(self) -> int:
+        return self.head.orig_start
+
+    @property
+    def end(self) -> int:
+        return self.tail.orig_end
+
+    @property
+    def deviation(self) -> int:
+        seg_from, seg_to, orig_from, orig_to = self.bounds
+        return abs((orig_to - orig_from) - (seg_to - seg_from))
+
+    @property
+    def score(self) -> tuple[int, float]:
+        """Higher is better: anchors reaching the segment's edges (the longest prefix and suffix
+        that match), then anchor weight."""
+        return (-self.reach, round(self.weight, 3))
+
+
+def pair(head: Block, tail: Block) -> Candidate | None:
+    """The best candidate made of `head` and `tail`, or None if they cannot fit together.
+
+    Blocks on one diagonal may overlap (the segment is all context there). Otherwise they must be
+    disjoint in both the segment and the original, and overlapping blocks give lines up: around a
+    deletion, the context on both sides can repeat the deleted lines (`}`, a blank, a duplicated
+    statement) and both anchors grow over them; around an insertion that repeats its context
+    (a new block shaped like the one above it, a blank line on both sides), the tail grows back
+    over the head's lines. Either the head gives up its last lines or the tail its first ones,
+    whichever keeps more weight.
+    """
+    if head.seg_start > tail.seg_start:
+        return None
+    level = max(head.level, tail.level)
+    if head.orig_start - head.seg_start == tail.orig_start - tail.seg_start and head.seg_end > tail.seg_start:
+        weight = sum(head.weights) + sum(tail.weights[head.seg_end - tail.seg_start :])
+        return Candidate(head, tail, weight, level)
+    keep = min(tail.seg_start - head.seg_start, tail.orig_start - head.orig_start)
+    drop = max(head.seg_end - tail.seg_start, head.orig_end - tail.orig_start, 0)
+    options = [(head.cut(keep), tail)] if keep >= 1 else []
+    options += [(head, tail.drop(drop))] if drop < tail.length else []
+    found = [
+        Candidate(h, t, sum(h.weights) + sum(t.weights), level)
+        for h, t in options
+        if h.seg_end <= t.seg_start and h.orig_end <= t.orig_start
+    ]
+    return max(found, key=lambda c: c.weight, default=None)
+
+
+def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block]]:
+    """The (head, tail) pairs worth scoring. A common anchor line (`return nil`) yields hundreds of
+    blocks, and far pairs only delete more: so each block of the scarcer side is paired with the
+    NEAREST blocks of the other side (tails after a head, heads before a tail), plus all pairs of
+    the heaviest blocks (the distinctive context)."""
+    if len(heads) * len(tails) <= 64:
+        return [(h, t) for h in heads for t in tails]
+    out = set()
+    if len(heads) <= len(tails):
+        tails = sorted(tails, key=lambda b: b.orig_end)
+        ends = [t.orig_end for t in tails]
+        for h in heads:
+            out.update((h, t) for t in tails[bisect.bisect_right(ends, h.orig_start) :][:NEAREST])
+    else:
+        heads = sorted(heads, key=lambda b: b.orig_start)
+        starts = [h.orig_start for h in heads]
+        for t in tails:
+            k = bisect.bisect_left(starts, t.orig_end)
+            out.update((h, t) for h in heads[max(0, k - NEAREST) : k])
+    heavy = [[b for b in blocks if sum(b.weights) == top] for blocks in (heads, tails) for top in [max(sum(b.weights) for b in blocks)]]
+    if len(heavy[0]) * len(heavy[1]) <= 64:
+        out.update((h, t) for h in heavy[0] for t in heavy[1])
+    return list(out)
+
+
+def _singles(blocks: list[Block]) -> list[Block]:
+    """Blocks to offer alone (the rest of the segment inserted): all of them, or when there are
+    many, the heaviest NEAREST * 4."""
+    unique = list(dict.fromkeys(blocks))
+    if len(unique) <= 4 * NEAREST:
+        return unique
+    return sorted(unique, key=lambda b: -sum(b.weights))[: 4 * NEAREST]
+
+
+def candidates(
+    seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int | None = None, pinned: tuple[bool, bool] = (False, False)
+) -> list[Candidate]:
+    """Candidates for `seg` inside orig[lo:hi], best score first, one per distinct splice.
+
+    Every fitting (head, tail) pair, plus each block alone (the other side inserted: a segment
+    whose last lines are all new). `pinned` says the segment's first / last line is fixed at the
+    file's start / end by the snippet itself, so lines there count as reached.
+    """
+    hi = len(index) if hi is None else hi
+    heads = anchor_blocks(seg, index, lo, hi, from_end=False)
+    tails = anchor_blocks(seg, index, lo, hi, from_end=True)
+    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None]
+    found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
+    nonblank = [i for i, line in enumerate(seg) if line.strip()]
+    best: dict[tuple[int, int, int, int], Candidate] = {}
+    for c in found:
+        bounds = (
+            0 if pinned[0] else c.head.seg_start,
+            len(seg) if pinned[1] else c.tail.seg_end,
+            lo if pinned[0] else c.start,
+            hi if pinned[1] else c.end,
+        )
+        reach = sum(1 for i in nonblank if not bounds[0] <= i < bounds[1])
+        c = replace(c, reach=reach, bounds=bounds)
+        if bounds not in best or c.score > best[bounds].score:
+            best[bounds] = c
+    return sorted(best.values(), key=lambda c: c.score, reverse=True)
+
+
+def deleted_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> int:
+    """Original lines inside the candidate's span that no segment line matches (up to whitespace).
+
+    Breaks ties between equally anchored candidates: deleting original code is the destructive
+    reading of a snippet, so the candidate that keeps the most of the original wins.
+    """
+    seg_from, seg_to, orig_from, orig_to = c.bounds
+    ours = [normalize(line) for line in seg[seg_from:seg_to]]
+    theirs = index.normal[orig_from:orig_to]
+    matcher = line_matcher(theirs, ours)
+    return len(theirs) - sum(block.size for block in matcher.get_matching_blocks())

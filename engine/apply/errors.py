@@ -1,0 +1,54 @@
+"""What the apply pipeline reports: exceptions for bad input, `Problem` for findings.
+
+Bad input (an empty snippet, a snippet made only of elision markers, a diff that does not parse or
+does not apply) raises one of the exceptions below, so callers can map them to "bad input" (the
+CLI's exit 2). A merge or a validation that ran but found something doubtful does not raise: it
+returns `Problem`s, and the caller decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ApplyError(ValueError):
+    """Base class of every bad-input error of the apply pipeline."""
+
+
+class SnippetError(ApplyError):
+    """The update snippet cannot be used at all."""
+
+
+class EmptySnippetError(SnippetError):
+    def __init__(self) -> None:
+        super().__init__("the update snippet is empty (nothing but whitespace or an empty code fence)")
+
+
+class MarkerOnlySnippetError(SnippetError):
+    def __init__(self, markers: int) -> None:
+        super().__init__(
+            f"the update snippet holds only elision markers ({markers} marker line(s), no code): "
+            "it says 'keep everything' and changes nothing"
+        )
+
+
+class DiffError(ApplyError):
+    """A unified diff does not parse, names several files, or its hunks do not apply."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A named finding with a human reason.
+
+    `severity` is 'error' (the result should not be written as is) or 'warning' (worth showing).
+    `line` is a 1-based line number in the text the problem is about, when there is one.
+    """
+
+    name: str
+    reason: str
+    severity: str = "error"
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f" (line {self.line})" if self.line is not None else ""
+        return f"{self.name}{where}: {self.reason}"

@@ -1,0 +1,84 @@
+"""Lines of a text file together with their line endings.
+
+A merge must give back the original file byte for byte wherever the edit did not touch it: CRLF
+files stay CRLF (even files with mixed endings keep each untouched line's own ending), and a file
+without a final newline keeps lacking one. So text is split into content lines plus the ending of
+each line, and rebuilt from the same two lists.
+
+`str.splitlines` is not used on purpose: it also splits on form feeds, vertical tabs and U+2028,
+which occur inside real source files as ordinary characters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+LF, CRLF = "\n", "\r\n"
+LONG = 4000  # lines, see line_matcher
+
+
+@dataclass(frozen=True)
+class Lines:
+    """`text` as content lines (no endings) and the ending of each ('\\n', '\\r\\n', or '' last)."""
+
+    lines: tuple[str, ...]
+    eols: tuple[str, ...]
+
+    @property
+    def eol(self) -> str:
+        """The dominant line ending, used for lines that an edit adds (LF on a tie or no break)."""
+        crlf = sum(1 for e in self.eols if e == CRLF)
+        lf = sum(1 for e in self.eols if e == LF)
+        return CRLF if crlf > lf else LF
+
+    @property
+    def final_newline(self) -> bool:
+        """Whether the text ends with a line break (False for empty text)."""
+        return bool(self.eols) and self.eols[-1] != ""
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+
+def split_lines(text: str) -> Lines:
+    """Split on '\\n' only; a '\\r' just before it belongs to the ending.
+
+    >>> split_lines("a\\r\\nb").lines, split_lines("a\\r\\nb").eols
+    (('a', 'b'), ('\\r\\n', ''))
+    """
+    if not text:
+        return Lines((), ())
+    parts = text.split(LF)
+    last = parts.pop()  # text after the final '\n' ('' when the text ends with one)
+    lines, eols = [], []
+    for part in parts:
+        if part.endswith("\r"):
+            lines.append(part[:-1])
+            eols.append(CRLF)
+        else:
+            lines.append(part)
+            eols.append(LF)
+    if last:
+        lines.append(last)
+        eols.append("")
+    return Lines(tuple(lines), tuple(eols))
+
+
+def join_lines(lines, eols) -> str:
+    return "".join(line + eol for line, eol in zip(lines, eols, strict=True))
+
+
+def indent_of(line: str) -> str:
+    """The leading whitespace of `line`."""
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def line_matcher(a, b) -> SequenceMatcher:
+    """difflib's matcher over two sequences of lines.
+
+    Without difflib's "popular line" heuristic (autojunk) matching is exact but quadratic on long
+    repetitive files (30 s for 12k lines of similar functions); with it, 0.1 s. So it is used only
+    past LONG lines in all, where a slightly less minimal alignment is the better trade.
+    """
+    return SequenceMatcher(None, a, b, autojunk=len(a) + len(b) > LONG)

@@ -1,0 +1,78 @@
+"""The deterministic merge over the dev eval set (bench/data/dev.jsonl, 60 real commits).
+
+Two promises: at least 90% of the cases come out byte-identical to `expected`, and no case is
+silently wrong -- every result whose status claims success equals `expected`. The same must hold
+when the snippets are rewritten the way chat models write them (other marker forms, a markdown
+fence with prose around it), since held-out cases and real requests are not the dev set.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.apply import merge, validate
+from engine.apply.merge import STATUSES
+
+DEV_MARKER = re.compile(r"^(\s*)(?:#|//) \.\.\. existing code \.\.\.$")
+
+STYLES = {
+    "python": ["# ...", "# ... rest of the code unchanged ...", "...", "# (unchanged)"],
+    "other": ["// ...", "/* ... */", "// ... rest of the code unchanged ...", "// existing code"],
+}
+
+
+def assert_never_silently_wrong(cases, snippets, minimum_exact: float) -> None:
+    exact, wrong = 0, []
+    for case, snippet in zip(cases, snippets):
+        result = merge(case["original"], snippet, case["language"])
+        assert result.status in STATUSES and 0.0 <= result.confidence <= 1.0
+        if result.text == case["expected"]:
+            exact += 1
+        elif result.ok:
+            wrong.append((case["id"], result.status, [str(p) for p in result.problems]))
+        else:
+            assert result.problems, f"{case['id']}: failed ({result.status}) without saying why"
+    assert not wrong, f"success status but wrong text: {wrong}"
+    assert exact / len(cases) >= minimum_exact, f"exact {exact}/{len(cases)}"
+
+
+def test_dev_set_exact_and_never_silently_wrong(dev_cases):
+    assert len(dev_cases) >= 50
+    assert_never_silently_wrong(dev_cases, [c["update_snippet"] for c in dev_cases], minimum_exact=0.90)
+
+
+def restyle(case: dict, k: int) -> str:
+    """The case's snippet with its markers in another form, fenced, with prose around it."""
+    forms = STYLES["python" if case["language"] == "python" else "other"]
+    form = forms[k % len(forms)]
+    lines = [
+        (m[1] + form) if (m := DEV_MARKER.match(line)) else line
+        for line in case["update_snippet"].split("\n")
+    ]
+    body = "\n".join(lines)
+    return f"Here is the updated code for `{case['path']}`:\n\n```{case['language']}\n{body}```\n\nThis {case['instruction'].lower()}.\n"
+
+
+@pytest.mark.parametrize("style", range(4))
+def test_dev_set_in_chat_model_style(dev_cases, style):
+    snippets = [restyle(case, style + n) for n, case in enumerate(dev_cases)]
+    assert_never_silently_wrong(dev_cases, snippets, minimum_exact=0.90)
+
+
+def test_dev_set_results_validate(dev_cases):
+    """Merged dev results introduce no syntax errors and no copied markers."""
+    for case in dev_cases:
+        result = merge(case["original"], case["update_snippet"], case["language"])
+        names = validate(case["original"], result).names
+        assert "parse_errors" not in names and "markers_copied" not in names, (case["id"], names)
+
+
+def test_dev_set_without_the_final_newline_convention_is_not_counted_as_luck(dev_cases):
+    """The cases whose expected file lacks a final newline pass on purpose, not by accident."""
+    no_newline = [c for c in dev_cases if not c["expected"].endswith("\n")]
+    assert no_newline, "the dev set has such cases"
+    for case in no_newline:
+        assert case["update_snippet"].endswith("\n")
+        assert merge(case["original"], case["update_snippet"], case["language"]).text == case["expected"]

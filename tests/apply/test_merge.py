@@ -1,0 +1,237 @@
+"""Deterministic merge scenarios: marker forms, file formats, and every way a merge can fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.apply import EmptySnippetError, MarkerOnlySnippetError, merge
+
+AREA_FIXED = "        return abs(self.w * self.h)"
+
+
+def expected_area(shapes_py: str) -> str:
+    return shapes_py.replace("        return self.w * self.h\n", AREA_FIXED + "\n")
+
+
+@pytest.mark.parametrize(
+    "above, below",
+    [
+        ("# ... existing code ...", "# ... existing code ..."),
+        ("# ...", "# ..."),
+        ("    # ... rest of the class unchanged ...", "# ... rest of the file unchanged ..."),
+        ("# (unchanged)", "# (unchanged)"),
+        ("    ...", "    ..."),  # Python's bare ellipsis
+        ("# …", "# … existing code …"),
+    ],
+)
+def test_python_marker_forms(shapes_py, above, below):
+    snippet = f"{above}\n    def area(self):\n{AREA_FIXED}\n\n    def perimeter(self):\n{below}\n"
+    result = merge(shapes_py, snippet, "python")
+    assert result.status == "exact", result.problems
+    assert result.text == expected_area(shapes_py)
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ["// ... existing code ...", "/* ... */", "// ... rest of the function unchanged ...", "// ...", "<!-- ... -->"],
+)
+def test_go_marker_forms(server_go, marker):
+    snippet = (
+        f"{marker}\n// Start listens on Addr.\nfunc (s *Server) Start() error {{\n"
+        '\tfmt.Println("starting", s.Name, s.Addr)\n'
+        "\treturn http.ListenAndServe(s.Addr, nil)\n"
+        f"{marker}\n"
+    )
+    result = merge(server_go, snippet, "go")
+    assert result.status == "exact"
+    assert result.text == server_go.replace('"starting", s.Name)', '"starting", s.Name, s.Addr)')
+
+
+def test_fenced_snippet_with_prose(shapes_py):
+    answer = (
+        "Here is the updated `area` method:\n\n```python\n"
+        f"    def area(self):\n{AREA_FIXED}\n\n    def perimeter(self):\n"
+        "```\n\nI wrapped the product in `abs` so that negative sizes work.\n"
+    )
+    result = merge(shapes_py, answer, "python")
+    assert result.ok and result.text == expected_area(shapes_py)
+
+
+def test_crlf_file_keeps_crlf_everywhere(shapes_py):
+    original = shapes_py.replace("\n", "\r\n")
+    snippet = f"# ... existing code ...\n    def area(self):\n{AREA_FIXED}\n        # never negative\n\n    def perimeter(self):\n# ...\n"
+    result = merge(original, snippet, "python")
+    assert result.status == "exact"
+    assert result.text == expected_area(shapes_py).replace(AREA_FIXED, AREA_FIXED + "\n        # never negative").replace("\n", "\r\n")
+
+
+def test_mixed_line_endings_are_kept_line_by_line():
+    # Mostly CRLF; the LF lines stay LF, also as context inside the snippet's span, and new
+    # lines take the dominant CRLF.
+    original = "a = 1\r\nb = 2\nc = 3\r\nd = 4\ne = 5\r\n"
+    result = merge(original, "a = 1\nb = 20\nc = 3\nd = 4\n# ...\n", "python")
+    assert result.text == "a = 1\r\nb = 20\r\nc = 3\r\nd = 4\ne = 5\r\n"
+
+
+def test_tabs_are_kept_and_tabs_turned_into_spaces_are_restored(server_go):
+    with_tabs = "// ... existing code ...\nfunc (s *Server) Stop() error {\n\ts.Name = \"\"\n\treturn nil\n}\n"
+    expected = server_go.replace("func (s *Server) Stop() error {\n", "func (s *Server) Stop() error {\n\ts.Name = \"\"\n")
+    assert merge(server_go, with_tabs, "go").text == expected
+    with_spaces = with_tabs.replace("\t", "    ")
+    result = merge(server_go, with_spaces, "go")
+    assert result.ok and result.text == expected
+
+
+def test_file_without_final_newline_keeps_lacking_one():
+    original = "def f():\n    return 1\n\n\ndef g():\n    return 2"
+    result = merge(original, "# ... existing code ...\ndef g():\n    return 3\n", "python")
+    assert result.text == "def f():\n    return 1\n\n\ndef g():\n    return 3"
+    result = merge(original, "def f():\n    return 10\n# ... existing code ...\n", "python")
+    assert result.text == original.replace("return 1\n", "return 10\n")
+
+
+def test_unicode(shapes_py):
+    original = 'GREETING = "héllo wörld 👋"\n\n\ndef grüß(name):\n    return f"{GREETING}, {name}"\n'
+    snippet = 'def grüß(name):\n    return f"{GREETING}, {name} — ça va ?"\n'
+    result = merge(original, snippet, "python")
+    assert result.ok
+    assert result.text == original.replace('{name}"', '{name} — ça va ?"')
+
+
+def test_whitespace_only_changes_in_context_lines_are_taken_from_the_snippet():
+    # Context that differs only in whitespace still anchors, and the snippet's version wins:
+    # commits that strip trailing whitespace exist, and a model's snippet is the new text.
+    original = "x = 1   \ny = 2\t\nz = 3\nw = 4\n"
+    result = merge(original, "x = 1\ny = 20\nz = 3\n# ...\n", "python")
+    assert result.status == "exact" and result.text == "x = 1\ny = 20\nz = 3\nw = 4\n"
+    assert result.segments[0].status == "whitespace"
+
+
+def test_snippet_that_matches_nowhere(shapes_py):
+    result = merge(shapes_py, "# ... existing code ...\ndef unrelated():\n    launch_rockets()\n# ... existing code ...\n", "python")
+    assert result.status == "unmatched" and not result.ok
+    assert result.text == shapes_py and result.confidence == 0.0
+    assert [p.name for p in result.problems] == ["unmatched"]
+
+
+def test_marker_only_and_empty_snippets_raise(shapes_py):
+    with pytest.raises(MarkerOnlySnippetError):
+        merge(shapes_py, "# ... existing code ...\n", "python")
+    with pytest.raises(EmptySnippetError):
+        merge(shapes_py, "\n\n", "python")
+
+
+def test_ambiguous_anchor_is_reported_not_guessed():
+    block = "    if x is None:\n        return 0\n    return x + 1\n"
+    original = f"def a(x):\n{block}\n\ndef b(x):\n{block}"
+    snippet = "# ...\n    if x is None:\n        return -1\n    return x + 1\n# ...\n"
+    result = merge(original, snippet, "python")
+    assert result.status == "ambiguous" and result.confidence == 0.0
+    assert result.text == original
+    assert result.problems[0].name == "ambiguous"
+
+
+def test_order_of_segments_disambiguates():
+    block = "    if x is None:\n        return 0\n    return x + 1\n"
+    original = f"def a(x):\n{block}\n\ndef b(x):\n{block}"
+    snippet = "# ...\ndef b(x):\n    # b is special\n# ...\n    if x is None:\n        return -1\n    return x + 1\n"
+    result = merge(original, snippet, "python")
+    assert result.status == "exact"
+    assert result.text == f"def a(x):\n{block}\n\ndef b(x):\n    # b is special\n" + block.replace("return 0", "return -1")
+
+
+def test_pure_deletion_between_anchors(shapes_py):
+    snippet = "# ... existing code ...\n    def area(self):\n        return self.w * self.h\n\n\ndef main(argv):\n# ... existing code ...\n"
+    result = merge(shapes_py, snippet, "python")
+    assert result.status == "exact"
+    assert "perimeter" not in result.text and result.text.count("\n") == shapes_py.count("\n") - 3
+
+
+def test_whole_file_without_markers_replaces_the_file(shapes_py):
+    new = shapes_py.replace("import os\n", "").replace("return 0", "return 1")
+    result = merge(shapes_py, new, "python")
+    assert result.status == "exact" and result.text == new
+
+
+def test_snippet_for_an_empty_file_is_the_file():
+    assert merge("", "x = 1\n", "python").text == "x = 1\n"
+    assert merge("", "x = 1", "python").text == "x = 1"
+    assert merge("", "# ... existing code ...\nx = 1\n", "python").text == "x = 1\n"
+
+
+def test_fragment_without_markers_is_anchored(shapes_py):
+    result = merge(shapes_py, f"    def area(self):\n{AREA_FIXED}\n", "python")
+    assert result.ok and result.text == expected_area(shapes_py)
+    assert {p.name for p in result.problems} == {"implied_marker"}
+
+
+def test_append_at_end_and_insert_at_top(shapes_py):
+    appended = merge(shapes_py, "# ... existing code ...\n\n\ndef helper():\n    return 42\n", "python")
+    assert appended.ok and appended.text == shapes_py + "\n\ndef helper():\n    return 42\n"
+    prepended = merge(shapes_py, "#!/usr/bin/env python3\nimport os\n# ... existing code ...\n", "python")
+    assert prepended.ok and prepended.text == "#!/usr/bin/env python3\n" + shapes_py
+
+
+def test_insert_between_blank_separated_methods_does_not_replace_a_neighbour(shapes_py):
+    snippet = (
+        "# ... existing code ...\n        return self.w * self.h\n\n"
+        "    def double_area(self):\n        return self.w * self.h * 2\n\n"
+        "    def perimeter(self):\n# ... existing code ...\n"
+    )
+    result = merge(shapes_py, snippet, "python")
+    assert result.status == "exact"
+    assert result.text == shapes_py.replace(
+        "    def perimeter", "    def double_area(self):\n        return self.w * self.h * 2\n\n    def perimeter"
+    )
+
+
+def test_changed_signature_without_context_is_fuzzy(shapes_py):
+    result = merge(shapes_py, "# ... existing code ...\ndef main(argv, verbose=False):\n    # ... existing code ...\n", "python")
+    assert result.status == "fuzzy" and 0 < result.confidence < 1
+    assert result.text == shapes_py.replace("def main(argv):", "def main(argv, verbose=False):")
+
+
+def test_dedented_excerpt_is_reindented(shapes_py):
+    snippet = "# ...\ndef area(self):\n    return abs(self.w * self.h)\n\ndef perimeter(self):\n# ...\n"
+    result = merge(shapes_py, snippet, "python")
+    assert result.ok and result.text == expected_area(shapes_py)
+    assert result.segments[0].status == "whitespace" and result.confidence < 1
+
+
+def test_partial_merge_keeps_what_it_could_place(shapes_py):
+    snippet = (
+        f"# ...\n    def area(self):\n{AREA_FIXED}\n\n    def perimeter(self):\n"
+        "# ...\ndef nowhere():\n    pass\n# ...\n"
+    )
+    result = merge(shapes_py, snippet, "python")
+    assert result.status == "partial" and 0 < result.confidence < 1
+    assert result.text == expected_area(shapes_py)
+    assert [s.status for s in result.segments] == ["exact", "unmatched"]
+
+
+def test_segments_out_of_order_are_reported(shapes_py):
+    snippet = "# ...\ndef main(argv):\n    s = Shape(2, 2)\n    print(s.area())\n# ...\n    def area(self):\n        return 0\n# ...\n"
+    result = merge(shapes_py, snippet, "python")
+    assert result.status == "partial"
+    assert [s.status for s in result.segments] == ["exact", "out_of_order"]
+    assert "Shape(2, 2)" in result.text and "return 0\n" in result.text  # the first one applied, untouched area
+
+
+def test_no_leading_marker_means_the_top_of_the_file(shapes_py):
+    # The dev set's convention: a snippet without a leading marker starts at line 1, so the
+    # lines above its first anchor are deleted -- with a warning and less confidence.
+    result = merge(shapes_py, "class Shape:\n    \"\"\"A square.\"\"\"\n# ... existing code ...\n", "python")
+    assert result.text.startswith("class Shape:\n    \"\"\"A square.\"\"\"\n")
+    assert "top_deleted" in [p.name for p in result.problems] and result.confidence < 1
+
+
+def test_large_repetitive_file():
+    # 2000 near-identical functions: anchors on common lines (`if x > b:`) occur 2000 times, so
+    # only the distinctive ones may decide, and the merge must stay fast enough to run here.
+    body = "".join(f"def func_{f}(a, b):\n    x = a + {f}\n    if x > b:\n        return x\n    return b\n\n" for f in range(2000))
+    snippet = "".join(f"# ...\ndef func_{f}(a, b):\n    x = a + {f} + 1\n    if x > b:\n" for f in range(0, 2000, 100)) + "# ...\n"
+    expected = body
+    for f in range(0, 2000, 100):
+        expected = expected.replace(f"def func_{f}(a, b):\n    x = a + {f}\n", f"def func_{f}(a, b):\n    x = a + {f} + 1\n")
+    result = merge(body, snippet, "python")
+    assert result.status == "exact" and result.text == expected

@@ -1,0 +1,78 @@
+"""Validation of merge results: each check fires on its problem and stays quiet otherwise."""
+
+from __future__ import annotations
+
+from engine.apply import merge, validate
+from engine.apply.validate import syntax_errors
+
+
+def test_a_clean_merge_validates(shapes_py):
+    result = merge(shapes_py, "# ...\n    def area(self):\n        return abs(self.w * self.h)\n\n    def perimeter(self):\n# ...\n", "python")
+    check = validate(shapes_py, result)
+    assert check.ok and check.problems == ()
+
+
+def test_empty_result(shapes_py):
+    check = validate(shapes_py, "  \n", language="python")
+    assert not check.ok and "empty_result" in check.names
+
+
+def test_introduced_parse_errors_are_caught_with_their_line(shapes_py):
+    broken = shapes_py.replace("    def area(self):\n", "    def area(self:\n")
+    check = validate(shapes_py, broken, language="python")
+    assert not check.ok and check.names == ["parse_errors"]
+    problem = check.problems[0]
+    assert problem.line is not None and abs(problem.line - 12) <= 2
+
+
+def test_parse_errors_the_original_already_had_are_not_blamed():
+    original = "def f(:\n    return 1\n\n\ndef g():\n    return 2\n"
+    edited = original.replace("return 2", "return 3")
+    assert syntax_errors(original, "python")
+    assert validate(original, edited, language="python").ok
+
+
+def test_no_parse_check_without_a_grammar():
+    assert syntax_errors("fun x( {", "kotlin") is None
+    assert validate("a\nb\nc\n", "a\nb(\nc\n", language="kotlin").ok
+
+
+def test_markers_copied_into_the_file(server_go):
+    copied = server_go.replace("\treturn nil\n", "\t// ... existing code ...\n\treturn nil\n")
+    check = validate(server_go, copied, language="go")
+    assert not check.ok and check.names == ["markers_copied"]
+    assert check.problems[0].line == copied.split("\n").index("\t// ... existing code ...") + 1
+
+
+def test_markers_the_original_already_had_are_fine():
+    original = "def f():\n    # ...\n    return 1\n"
+    assert validate(original, original.replace("return 1", "return 2"), language="python").ok
+
+
+def test_mass_deletion(shapes_py):
+    lines = shapes_py.splitlines(keepends=True)
+    shortened = "".join(lines[:8])  # 8 of 26 lines left
+    check = validate(shapes_py, shortened, snippet="# ... existing code ...\nx = 1\n", language="python")
+    assert "mass_deletion" in check.names and not check.ok
+    # The same result from a snippet without markers (the whole new file) is what was asked for.
+    assert "mass_deletion" not in validate(shapes_py, shortened, snippet="".join(lines[:8]), language="python").names
+    assert "mass_deletion" not in validate(shapes_py, shortened, language="python", allow_deletion=True).names
+
+
+def test_replacing_lines_is_not_deletion(shapes_py):
+    rewritten = "\n".join(line.upper() if line.strip() else line for line in shapes_py.split("\n"))
+    assert "mass_deletion" not in validate(shapes_py, rewritten, language="text").names
+
+
+def test_unchanged_result_is_a_warning_only(shapes_py):
+    check = validate(shapes_py, shapes_py, language="python")
+    assert check.ok and check.names == ["no_change"]
+
+
+def test_a_guessed_whole_file_still_counts_as_mass_deletion(shapes_py):
+    # No markers, starts at line 1 and stops early: taken as the whole new file (a warning in
+    # the merge), but losing the rest of the file is still flagged.
+    lines = shapes_py.splitlines(keepends=True)
+    result = merge(shapes_py, "".join(lines[:16]), "python")
+    assert "whole_file" in [p.name for p in result.problems]
+    assert "mass_deletion" in validate(shapes_py, result).names
