@@ -21,7 +21,7 @@ from engine.kv_cache import OutOfBlocksError
 from engine.runner import ModelRunner
 from engine.sampling import SamplingParams, sample, target_probs
 from engine.sequence import Request, Sequence, Status
-from engine.spec.drafters import DraftConfig, make_drafter
+from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, make_drafter
 from engine.spec.verify import parse_output, verify_greedy, verify_sampled
 from engine.tokenizer import IncrementalDecoder
 
@@ -55,7 +55,8 @@ class LLMEngine:
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
 
     # ---- requests -------------------------------------------------------------------------
-    def add_request(self, request: Request) -> Sequence:
+    def check_request(self, request: Request) -> None:
+        """Raise RequestError if `request` can never run on this engine."""
         n = len(request.prompt_ids)
         if n == 0:
             raise RequestError("empty prompt")
@@ -63,10 +64,20 @@ class LLMEngine:
             raise RequestError(f"prompt is {n} tokens; the context limit is {self.cfg.max_model_len}")
         if self.kv.blocks_for(n + self.cfg.verify_tokens) > self.kv.num_blocks:
             raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv.num_blocks * self.kv.block_size} tokens)")
-        kind = request.drafter or self.cfg.drafter
+        vocab = self.runner.model_config.vocab_size
+        if any(not 0 <= t < vocab for t in request.prompt_ids):
+            raise RequestError(f"prompt has token ids outside the vocabulary [0, {vocab})")
         k = request.verify_tokens or self.cfg.verify_tokens
         if not 1 <= k <= 64:
             raise RequestError(f"verify_tokens must be in [1, 64], got {k}")
+        if (request.drafter or self.cfg.drafter) not in DRAFTER_KINDS:
+            raise RequestError(f"unknown drafter {request.drafter!r}; choose one of {', '.join(DRAFTER_KINDS)}")
+
+    def add_request(self, request: Request) -> Sequence:
+        self.check_request(request)
+        n = len(request.prompt_ids)
+        kind = request.drafter or self.cfg.drafter
+        k = request.verify_tokens or self.cfg.verify_tokens
         sources = dict(request.sources)
         drafter = make_drafter(kind, sources, n, self.draft_config) if k > 1 else None
         generator = None

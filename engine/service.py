@@ -1,0 +1,201 @@
+"""EngineService: the engine behind a background thread — the one Engine protocol every front end uses.
+
+`submit(request) -> Handle`, then `stream(handle)` (blocking iterator) or `astream(handle)` (async
+iterator) of `Event`s ending with one whose `finished` is true, and `cancel(handle)` at any time
+(the request's KV blocks are freed at the engine's next step). The HTTP server, the CLI and the
+language server call this; `LLMEngine` does the stepping, one step for all running requests
+(continuous batching).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Iterator, Protocol
+
+from engine.engine import Event, LLMEngine
+from engine.sequence import Request, Sequence
+from engine.tokenizer import IncrementalDecoder
+
+
+class Engine(Protocol):
+    """What front ends need from an engine, whichever backend is behind it."""
+
+    tokenizer: object
+
+    def submit(self, request: Request) -> "Handle": ...
+    def stream(self, handle: "Handle") -> Iterator[Event]: ...
+    def astream(self, handle: "Handle") -> AsyncIterator[Event]: ...
+    def cancel(self, handle: "Handle") -> None: ...
+
+
+@dataclass
+class Handle:
+    request: Request
+    seq: Sequence | None = None
+    error: str | None = None
+    cancelled: bool = False
+    _queue: "queue.Queue[Event]" = field(default_factory=queue.Queue)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _aqueue: asyncio.Queue | None = None
+    _sent: int = 0
+    _decoder: IncrementalDecoder | None = None
+    done: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.seq.id if self.seq else "pending"
+
+    def _emit(self, event: Event) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._aqueue.put_nowait, event)
+        else:
+            self._queue.put(event)
+
+
+class EngineService:
+    def __init__(self, engine: LLMEngine):
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.cfg = engine.cfg
+        self._lock = threading.Condition()
+        self._pending: list[Handle] = []
+        self._cancels: list[Handle] = []
+        self._live: dict[int, Handle] = {}  # id(seq) -> handle
+        self._stopped = False
+        self.steps = 0
+        self._thread = threading.Thread(target=self._loop, name="editapply-engine", daemon=True)
+        self._thread.start()
+
+    # ---- protocol -------------------------------------------------------------------------
+    def submit(self, request: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
+        """Queue `request`. Raises RequestError at once for a request that can never run."""
+        self.engine.check_request(request)
+        handle = Handle(request)
+        if loop is not None:
+            handle._loop, handle._aqueue = loop, asyncio.Queue()
+        with self._lock:
+            self._pending.append(handle)
+            self._lock.notify()
+        return handle
+
+    def stream(self, handle: Handle) -> Iterator[Event]:
+        try:
+            while True:
+                event = handle._queue.get()
+                yield event
+                if event.finished:
+                    return
+        finally:
+            if not handle.done:
+                self.cancel(handle)
+
+    async def astream(self, handle: Handle) -> AsyncIterator[Event]:
+        if handle._aqueue is None:
+            raise RuntimeError("submit(request, loop=...) before astream")
+        try:
+            while True:
+                event = await handle._aqueue.get()
+                yield event
+                if event.finished:
+                    return
+        finally:
+            if not handle.done:
+                self.cancel(handle)
+
+    def cancel(self, handle: Handle) -> None:
+        with self._lock:
+            handle.cancelled = True
+            self._cancels.append(handle)
+            self._lock.notify()
+
+    def generate(self, request: Request) -> Iterator[Event]:
+        return self.stream(self.submit(request))
+
+    # ---- state for /health and /metrics ----------------------------------------------------
+    def load(self) -> dict:
+        kv = self.engine.kv
+        return {
+            "waiting": len(self.engine.waiting) + len(self._pending),
+            "running": len(self.engine.running),
+            "kv_blocks_total": kv.num_blocks,
+            "kv_blocks_free": kv.allocator.num_free,
+            "steps": self.steps,
+        }
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._stopped = True
+            self._lock.notify()
+        self._thread.join(timeout=10)
+
+    # ---- the engine thread -----------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not (self._stopped or self._pending or self._cancels or self.engine.has_work()):
+                    self._lock.wait()
+                if self._stopped:
+                    break
+                pending, self._pending = self._pending, []
+                cancels, self._cancels = self._cancels, []
+            for h in pending:
+                self._admit(h)
+            for h in cancels:
+                if h.seq is not None and not h.seq.is_finished:
+                    self.engine.cancel(h.seq)
+            if self.engine.has_work():
+                try:
+                    self.engine.step()
+                    self.steps += 1
+                except Exception as exc:  # never let one bad step kill the engine
+                    self._fail_running(f"{type(exc).__name__}: {exc}")
+                    traceback.print_exc()
+            self._publish()
+        for h in list(self._live.values()):
+            self.engine.cancel(h.seq)
+        self._publish()
+
+    def _admit(self, handle: Handle) -> None:
+        if handle.cancelled:
+            handle.done = True
+            handle._emit(Event("cancelled", [], "", True, "cancelled", {}))
+            return
+        try:
+            handle.seq = self.engine.add_request(handle.request)
+        except Exception as exc:
+            handle.done = True
+            handle.error = str(exc)
+            handle._emit(Event("rejected", [], "", True, "error", {"error": str(exc)}))
+            return
+        handle._sent = handle.seq.prompt_len
+        handle._decoder = IncrementalDecoder(self.tokenizer)
+        self._live[id(handle.seq)] = handle
+
+    def _fail_running(self, message: str) -> None:
+        for h in list(self._live.values()):
+            if not h.seq.is_finished:
+                h.error = message
+                self.engine.cancel(h.seq)
+                h.seq.finish_reason = "error"
+
+    def _publish(self) -> None:
+        eos = self.engine.eos_ids
+        for key, h in list(self._live.items()):
+            seq = h.seq
+            new = seq.tokens[h._sent :]
+            if not new and not seq.is_finished:
+                continue
+            h._sent = len(seq.tokens)
+            visible = [t for t in new if t not in eos]
+            text = h._decoder.push(visible) if visible else ""
+            stats = seq.stats.as_dict()
+            if h.error:
+                stats["error"] = h.error
+            if seq.is_finished:
+                h.done = True
+                del self._live[key]
+            h._emit(Event(seq.id, new, text, seq.is_finished, seq.finish_reason, stats))
