@@ -31,9 +31,10 @@ def machine() -> str:
 
 def commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=BENCH)
+        root = BENCH.parent
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root)
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "engine", "kernels", "prompts"],
-                               capture_output=True, text=True, cwd=BENCH).stdout.strip()
+                               capture_output=True, text=True, cwd=root).stdout.strip()
         return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
     except OSError:
         return "unknown"

@@ -128,17 +128,21 @@ def run_vllm(folder, cases: list[dict], spec: bool) -> dict | None:
         inp.write_text("\n".join(json.dumps({"id": c["id"], "prompt_ids": c["prompt_ids"],
                                              "max_tokens": c["max_tokens"]}) for c in cases))
         cmd = [str(VLLM_PYTHON), str(BENCH / "peers" / "vllm_ngram.py"), "--model", str(folder),
-               "--prompts", str(inp), "--out", str(out)] + ([] if spec else ["--no-spec"])
+               "--prompts", str(inp), "--out", str(out), "--enforce-eager"] + ([] if spec else ["--no-spec"])
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             print(f"vllm peer failed:\n{res.stderr[-3000:]}")
             return None
         recs = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     recs = [r for r in recs if "id" in r]
+    hist: dict[int, int] = {}
+    for r in recs:
+        for k, v in r.get("committed_hist", {}).items():
+            hist[int(k)] = hist.get(int(k), 0) + v
     gen = sum(len(r["output_ids"]) for r in recs)
     steps = sum(r.get("steps", 0) for r in recs)
     decode_s = sum(r.get("decode_seconds", r["seconds"]) for r in recs)
-    return {"outputs": {r["id"]: r["output_ids"] for r in recs}, "tokens": gen, "steps": steps, "hist": {},
+    return {"outputs": {r["id"]: r["output_ids"] for r in recs}, "tokens": gen, "steps": steps, "hist": hist,
             "decode_s": decode_s, "total_s": sum(r["seconds"] for r in recs),
             "decode_tok_s": (gen - len(recs)) / decode_s if decode_s else 0.0,
             "accepted": sum(r.get("num_accepted_tokens", 0) for r in recs),

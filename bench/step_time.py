@@ -72,9 +72,9 @@ def engine_step_ms(engine, context: int, k: int, reps: int) -> float:
     seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
     while seq.needs_prefill:
         engine.step()
-    engine._ensure_blocks(seq, len(seq) + k)
+    engine.scheduler.ensure_room(seq, len(seq) + k)
     feed = [seq.tokens[-1]] + prompt[:k - 1]
-    ms = time_fn(lambda: engine.runner.forward([(seq, feed)], all_logits=True), reps)
+    ms = time_fn(lambda: engine.runner.forward([(seq, feed)], logits=True), reps)
     engine.cancel(seq)
     return ms
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 import torch
 
 DRAFTERS = ("lookup", "ngram-earliest", "pld", "none")
+KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
@@ -23,14 +24,24 @@ class EngineConfig:
     dtype: str = "auto"  # auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16
     max_model_len: int = 16384  # prompt + output tokens of one sequence
     block_size: int = 16  # tokens per KV block
+    kv_dtype: str = "auto"  # KV storage: auto (the model dtype) | bf16 | fp16 | fp32 | fp8 | int8 | int4
+    enable_prefix_caching: bool = True  # share cached prompt blocks between requests
     kv_cache_tokens: int = 0  # KV capacity in tokens; 0 = enough for max_num_seqs full sequences (CPU) or 80% of free GPU memory
     max_num_seqs: int = 8  # sequences in flight at once
-    max_batch_tokens: int = 4096  # token budget of one step (prefill chunk + verify blocks)
+    max_batch_tokens: int = 4096  # token budget of one prefill step (prompt chunks)
+    # Hard cap on the tokens one verify step feeds (0 = none). Each sequence feeds up to K tokens,
+    # so K * max_num_seqs tokens a step at full load; adaptive_drafts trims drafts to what pays.
+    verify_budget: int = 0
+    adaptive_drafts: bool = True  # size drafts from the measured step cost and acceptance rates
     verify_tokens: int = 16  # K: positions verified per step ([last token] + up to K-1 drafts)
     drafter: str = "lookup"  # lookup | ngram-earliest | pld | none
     min_match: int = 2  # shortest suffix match the drafters act on
     max_match: int = 16  # longer suffix matches count as equal (then the nearest occurrence wins)
     greedy_fast_path: bool = True  # argmax verification for temperature-0 requests
+    # Sampled verification: "coupled" (noise keyed by seed and position: a seed gives the same text
+    # with or without speculation) or "rejection" (classic rejection sampling of point-mass drafts).
+    # Both give exactly the target's distribution.
+    sampled_verify: str = "coupled"
     enforce_eager: bool = False  # no CUDA graphs
     seed: int = 0
 
@@ -39,6 +50,10 @@ class EngineConfig:
             raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
         if not 1 <= self.verify_tokens <= 64:
             raise ValueError(f"verify_tokens must be in [1, 64], got {self.verify_tokens}")
+        if self.sampled_verify not in ("coupled", "rejection"):
+            raise ValueError(f"sampled_verify must be coupled or rejection, got {self.sampled_verify!r}")
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {self.kv_dtype!r}")
         if self.dtype != "auto" and self.dtype not in DTYPES:
             raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, got {self.dtype!r}")
         if not 1 <= self.min_match <= self.max_match:

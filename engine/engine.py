@@ -10,6 +10,7 @@ A step has four phases, named as in the code:
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -17,12 +18,13 @@ from typing import Iterator
 import torch
 
 from engine.config import EngineConfig
-from engine.kv_cache import OutOfBlocksError
 from engine.runner import ModelRunner
-from engine.sampling import SamplingParams, sample, target_probs
+from engine.scheduler import Scheduler
+from engine.sampling import position_noise, target_probs
 from engine.sequence import Request, Sequence, Status
 from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, make_drafter
-from engine.spec.verify import parse_output, verify_greedy, verify_sampled
+from engine.spec.verify import parse_output, verify_coupled, verify_greedy, verify_sampled
+from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 from engine.tokenizer import IncrementalDecoder
 
 
@@ -49,8 +51,8 @@ class LLMEngine:
         self.tokenizer = self.runner.tokenizer
         self.kv = self.runner.kv
         self.eos_ids = set(self.tokenizer.eos_ids) | set(self.runner.model_config.eos_token_ids)
-        self.waiting: list[Sequence] = []
-        self.running: list[Sequence] = []
+        self.scheduler = Scheduler(self.kv, self.cfg.max_num_seqs, self.cfg.max_batch_tokens)
+        self.step_cost = StepCost()
         self.draft_config = DraftConfig(min_match=self.cfg.min_match, max_match=self.cfg.max_match,
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
 
@@ -80,21 +82,30 @@ class LLMEngine:
         k = request.verify_tokens or self.cfg.verify_tokens
         sources = dict(request.sources)
         drafter = make_drafter(kind, sources, n, self.draft_config) if k > 1 else None
-        generator = None
+        generator, seed = None, request.params.seed
+        if seed is None:
+            seed = secrets.randbits(62)
         if not request.params.greedy:
             generator = torch.Generator(device=self.runner.device)
-            generator.manual_seed(request.params.seed if request.params.seed is not None else torch.seed())
+            generator.manual_seed(seed)
         seq = Sequence(request, drafter, k, generator)
-        self.waiting.append(seq)
+        seq.seed = seed
+        self.scheduler.add(seq)
         return seq
 
     def cancel(self, seq: Sequence) -> None:
-        if seq in self.waiting:
-            self.waiting.remove(seq)
         self._finish(seq, "cancelled")
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
+        return self.scheduler.has_work()
+
+    @property
+    def waiting(self):
+        return self.scheduler.waiting
+
+    @property
+    def running(self):
+        return self.scheduler.running
 
     def generate(self, request: Request) -> Iterator[Event]:
         """Submit `request` and drive the engine until it finishes, yielding its stream."""
@@ -115,70 +126,64 @@ class LLMEngine:
                 self.cancel(seq)
 
     # ---- one step ---------------------------------------------------------------------------
-    def step(self) -> list[Sequence]:
-        """Run one engine step; return the sequences that received tokens."""
-        self.schedule()
-        prefills = [s for s in self.running if s.needs_prefill]
-        if prefills:
-            return self._prefill_step(prefills)
-        if self.running:
-            return self._verify_step(list(self.running))
-        return []
+    def step(self) -> None:
+        """One engine step: a prefill step if any prompt has uncached tokens, else a verify step."""
+        self.scheduler.admit()
+        batch = self.scheduler.prefill_batch()
+        if batch:
+            self.runner.forward(batch, logits=False)
+            for seq, feed in batch:
+                seq.num_cached += len(feed)
+                self.scheduler.publish_blocks(seq)
+        elif self.running:
+            self._verify_step()
 
-    def schedule(self) -> None:
-        while self.waiting and len(self.running) < self.cfg.max_num_seqs:
-            seq = self.waiting[0]
-            need = self.kv.blocks_for(len(seq) + seq.verify_tokens)
-            if need > self.kv.allocator.num_free:
-                break
-            seq.block_table = self.kv.allocator.allocate(need)
-            seq.status = Status.RUNNING
-            self.running.append(self.waiting.pop(0))
-
-    def _prefill_step(self, seqs: list[Sequence]) -> list[Sequence]:
-        budget, batch = self.cfg.max_batch_tokens, []
-        for seq in seqs:
-            if budget <= 0:
-                break
-            feed = seq.tokens[seq.num_cached : seq.num_cached + budget]
-            batch.append((seq, feed))
-            budget -= len(feed)
-        logits = self.runner.forward(batch, all_logits=False)  # [B, V]
-        done = []
-        for (seq, feed), row in zip(batch, logits):
-            seq.num_cached += len(feed)
-            if seq.num_cached < len(seq):
-                continue  # more prompt chunks to go
-            token = self._sample_one(seq, row)
-            seq.stats.t_first = time.perf_counter()
-            self._commit(seq, [token])
-            done.append(seq)
-        return done
-
-    def _verify_step(self, seqs: list[Sequence]) -> list[Sequence]:
+    def _verify_step(self) -> None:
+        seqs = list(self.running)
+        drafts = [self.propose(seq, seq.verify_tokens - 1) for seq in seqs]
+        lengths = self.plan_drafts(seqs, drafts)
         batch = []
-        for seq in seqs:
-            draft = self.propose(seq)
+        for seq, draft, n in zip(seqs, drafts, lengths):
+            if seq.status != Status.RUNNING:
+                continue  # preempted while an earlier sequence grew
             # Room for a whole verify block: CUDA graphs pad short drafts to K positions.
-            self._ensure_blocks(seq, len(seq) + seq.verify_tokens - 1)
-            batch.append((seq, [seq.tokens[-1]] + draft))
-        logits = self.runner.forward(batch, all_logits=True)  # [sum(K_i), V]
-        start = 0
+            if self.scheduler.ensure_room(seq, len(seq) + seq.verify_tokens - 1):
+                batch.append((seq, [seq.tokens[-1]] + draft[:n]))
+        batch = [(seq, feed) for seq, feed in batch if seq.status == Status.RUNNING]
+        if not batch:
+            return
+        t = time.perf_counter()
+        logits = self.runner.forward(batch, logits=True)  # [sum(len(feed)), V]
+        start, accepted = 0, []
         for seq, feed in batch:
-            rows = logits[start : start + len(feed)]
+            accepted.append(self.accept(seq, logits[start : start + len(feed)], feed[1:]))
             start += len(feed)
-            new = self.accept(seq, rows, feed[1:])
-            committed = self._commit(seq, new)
+        self.step_cost.observe(start, time.perf_counter() - t)
+        for (seq, feed), new in zip(batch, accepted):
             # The cache holds [last token] + the accepted drafts; the rejected tail is dropped by
             # this length change alone (its rows are overwritten by the next step).
-            seq.num_cached = len(seq) - 1
+            seq.num_cached = len(seq) + len(new) - 1
+            if seq.stats.t_first is None:
+                seq.stats.t_first = time.perf_counter()
+            committed = self._commit(seq, new)
             seq.stats.record_step(drafted=len(feed) - 1, accepted=len(new) - 1, committed=committed)
-        return seqs
+            if not seq.is_finished:
+                self.scheduler.publish_blocks(seq)
 
-    def propose(self, seq: Sequence) -> list[int]:
+    def plan_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:
+        """How much of each draft to verify this step (engine/step_cost.py explains the rule)."""
+        full = [len(d) for d in drafts]
+        budget = self.cfg.verify_budget or None
+        fit = self.step_cost.fit() if self.cfg.adaptive_drafts else None
+        if fit is None:
+            return full if budget is None else plan_drafts(full, [1.0] * len(full), 1.0, 0.0, budget)
+        alphas = [acceptance_rate(s.stats.accepted, s.stats.rejections) for s in seqs]
+        return plan_drafts(full, alphas, *fit, budget=budget)
+
+    def propose(self, seq: Sequence, room: int) -> list[int]:
         if seq.drafter is None:
             return []
-        room = min(seq.verify_tokens - 1,
+        room = min(room,
                    seq.params.max_tokens - seq.num_generated - 1,
                    self.cfg.max_model_len - len(seq) - 1)
         return seq.drafter.propose(seq.tokens, room) if room > 0 else []
@@ -188,25 +193,17 @@ class LLMEngine:
         draft_t = torch.tensor([draft], dtype=torch.long, device=logits.device).reshape(1, len(draft))
         if seq.params.greedy and self.cfg.greedy_fast_path:
             out = verify_greedy(logits[None], draft_t)
+        elif self.cfg.sampled_verify == "coupled":
+            probs = target_probs(logits, seq.params)
+            # Row j predicts the token at position len(seq) + j.
+            noise = position_noise(seq.seed, len(seq), probs.shape[0], probs.shape[1], probs.device)
+            out = verify_coupled(probs[None], draft_t, noise[None])
         else:
             probs = target_probs(logits, seq.params)
             out = verify_sampled(probs[None], draft_t, seq.generator)
         return parse_output(out)[0]
 
     # ---- helpers ----------------------------------------------------------------------------
-    def _sample_one(self, seq: Sequence, logits: torch.Tensor) -> int:
-        if seq.params.greedy:
-            return int(logits.argmax())
-        return int(sample(target_probs(logits[None], seq.params), seq.generator)[0])
-
-    def _ensure_blocks(self, seq: Sequence, num_tokens: int) -> None:
-        need = self.kv.blocks_for(num_tokens) - len(seq.block_table)
-        if need > 0:
-            if need > self.kv.allocator.num_free:
-                # TODO(issue 5): preempt a sequence instead of failing this one.
-                raise OutOfBlocksError(f"KV cache full while extending {seq.id}")
-            seq.block_table.extend(self.kv.allocator.allocate(need))
-
     def _commit(self, seq: Sequence, new: list[int]) -> int:
         """Append tokens until a stop condition; return how many were committed."""
         p = seq.params
@@ -238,8 +235,4 @@ class LLMEngine:
         seq.status = Status.FINISHED
         seq.finish_reason = reason
         seq.stats.t_end = time.perf_counter()
-        if seq in self.running:
-            self.running.remove(seq)
-        if seq.block_table:
-            self.kv.allocator.free(seq.block_table)
-            seq.block_table = []
+        self.scheduler.finish(seq)

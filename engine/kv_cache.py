@@ -4,11 +4,24 @@ A slot holds one token's K and V for one layer; slots come in blocks of `block_s
 sequence's block table lists its blocks in order, so position p lives in slot
 `block_table[p // block_size] * block_size + p % block_size`. Rolling back rejected verify
 positions is a length change: the rows are simply overwritten by the next step.
+
+Storage formats (`kv_dtype`, one switch: EDITAPPLY_KV_DTYPE):
+  * `auto` (the model's dtype), `bf16`, `fp16`, `fp32` — stored as is;
+  * `fp8`  — float8 e4m3 with one scale per token per head (amax / 448);
+  * `int8` — symmetric int8 with one scale per token per head (amax / 127);
+  * `int4` — asymmetric 4-bit, two per byte, a scale and a minimum per group of 32 channels,
+             for very long contexts.
+Reads dequantize to the compute dtype (the reference path; a fused kernel reads them directly).
 """
 
 from __future__ import annotations
 
 import torch
+
+from engine.block_manager import BlockManager, OutOfBlocksError  # noqa: F401 (re-exported)
+from engine.config import KV_DTYPES
+_PLAIN = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+INT4_GROUP = 32
 
 
 class LayerKV:
@@ -17,52 +30,148 @@ class LayerKV:
     def __init__(self, num_slots: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device):
         self.k = torch.zeros(num_slots, num_kv_heads, head_dim, dtype=dtype, device=device)
         self.v = torch.zeros_like(self.k)
+        self.dtype = dtype
 
     def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         self.k.index_copy_(0, slots, k.to(self.k.dtype))
         self.v.index_copy_(0, slots, v.to(self.v.dtype))
 
-    def gather(self, slot_tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """slot_tables [B, S] -> K, V [B, S, num_kv_heads, head_dim]."""
-        return self.k[slot_tables], self.v[slot_tables]
+    def gather(self, slot_tables: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """slot_tables [B, S] -> K, V [B, S, num_kv_heads, head_dim] in `dtype`."""
+        dtype = dtype or self.dtype
+        return self.k[slot_tables].to(dtype), self.v[slot_tables].to(dtype)
 
     @property
     def bytes_per_slot(self) -> int:
         return 2 * self.k[0].numel() * self.k.element_size()
 
 
-class OutOfBlocksError(RuntimeError):
-    """The cache has fewer free blocks than a request needs."""
+class ScaledLayerKV(LayerKV):
+    """fp8 / int8 storage with one fp32 scale per token per head."""
 
+    LIMITS = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}
 
-class BlockAllocator:
-    """A free list of block ids."""
+    def __init__(self, num_slots, num_kv_heads, head_dim, dtype, device, store: torch.dtype):
+        self.dtype = dtype
+        self.store = store
+        self.limit = self.LIMITS[store]
+        # Kept as raw bytes (index_copy_ has no float8 kernel on every device), viewed on read.
+        self.k = torch.zeros(num_slots, num_kv_heads, head_dim, dtype=torch.uint8 if store.is_floating_point else store,
+                             device=device)
+        self.v = torch.zeros_like(self.k)
+        self.k_scale = torch.zeros(num_slots, num_kv_heads, 1, dtype=torch.float32, device=device)
+        self.v_scale = torch.zeros_like(self.k_scale)
 
-    def __init__(self, num_blocks: int):
-        self.num_blocks = num_blocks
-        self._free = list(range(num_blocks - 1, -1, -1))
+    def _quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.float()
+        scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-8) / self.limit  # [T, H, 1]
+        q = x / scale
+        q = q.round().clamp(-self.limit, self.limit) if self.store == torch.int8 else q
+        q = q.to(self.store)
+        return (q.view(torch.uint8) if self.store.is_floating_point else q), scale
+
+    def _values(self, raw: torch.Tensor) -> torch.Tensor:
+        return (raw.view(self.store) if self.store.is_floating_point else raw).float()
+
+    def write(self, slots, k, v) -> None:
+        for data, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):
+            q, s = self._quantize(x)
+            data.index_copy_(0, slots, q)
+            scales.index_copy_(0, slots, s)
+
+    def gather(self, slot_tables, dtype=None):
+        dtype = dtype or self.dtype
+        k = (self._values(self.k[slot_tables]) * self.k_scale[slot_tables]).to(dtype)
+        v = (self._values(self.v[slot_tables]) * self.v_scale[slot_tables]).to(dtype)
+        return k, v
 
     @property
-    def num_free(self) -> int:
-        return len(self._free)
+    def bytes_per_slot(self) -> int:
+        return 2 * (self.k[0].numel() * self.k.element_size() + self.k_scale[0].numel() * 4)
 
-    def allocate(self, n: int) -> list[int]:
-        if n > len(self._free):
-            raise OutOfBlocksError(f"need {n} KV blocks, {len(self._free)} free of {self.num_blocks}")
-        return [self._free.pop() for _ in range(n)]
 
-    def free(self, blocks: list[int]) -> None:
-        self._free.extend(reversed(blocks))
+class Int4LayerKV(LayerKV):
+    """Asymmetric 4-bit storage, two values per byte, an fp16 scale and minimum per 32 channels."""
+
+    def __init__(self, num_slots, num_kv_heads, head_dim, dtype, device):
+        if head_dim % INT4_GROUP:
+            raise ValueError(f"int4 KV needs head_dim divisible by {INT4_GROUP}, got {head_dim}")
+        self.dtype = dtype
+        self.groups = head_dim // INT4_GROUP
+        self.k = torch.zeros(num_slots, num_kv_heads, head_dim // 2, dtype=torch.uint8, device=device)
+        self.v = torch.zeros_like(self.k)
+        # [..., 0] scale, [..., 1] minimum of each group
+        self.k_scale = torch.zeros(num_slots, num_kv_heads, self.groups, 2, dtype=torch.float16, device=device)
+        self.v_scale = torch.zeros_like(self.k_scale)
+
+    def _quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        T, H, D = x.shape
+        g = x.float().reshape(T, H, self.groups, INT4_GROUP)
+        lo, hi = g.amin(dim=-1, keepdim=True), g.amax(dim=-1, keepdim=True)
+        params = torch.cat(((hi - lo).clamp_min(1e-6) / 15.0, lo), dim=-1).half()  # [T, H, G, 2]
+        scale, lo = params[..., :1].float(), params[..., 1:].float()
+        q = ((g - lo) / scale).round().clamp(0, 15).to(torch.uint8).reshape(T, H, D)
+        return q[..., 0::2] | (q[..., 1::2] << 4), params  # [T, H, D/2]
+
+    def _dequantize(self, packed: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+        q = torch.stack((packed & 0xF, packed >> 4), dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+        g = q.reshape(*q.shape[:-1], self.groups, INT4_GROUP).float()
+        g = g * params[..., :1].float() + params[..., 1:].float()
+        return g.reshape(q.shape)
+
+    def write(self, slots, k, v) -> None:
+        for data, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):
+            q, s = self._quantize(x)
+            data.index_copy_(0, slots, q)
+            scales.index_copy_(0, slots, s)
+
+    def gather(self, slot_tables, dtype=None):
+        dtype = dtype or self.dtype
+        k = self._dequantize(self.k[slot_tables], self.k_scale[slot_tables]).to(dtype)
+        v = self._dequantize(self.v[slot_tables], self.v_scale[slot_tables]).to(dtype)
+        return k, v
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return 2 * (self.k[0].numel() + self.k_scale[0].numel() * 2)
+
+
+def make_layer_kv(kv_dtype: str, num_slots: int, num_kv_heads: int, head_dim: int, dtype, device) -> LayerKV:
+    if kv_dtype == "auto":
+        return LayerKV(num_slots, num_kv_heads, head_dim, dtype, device)
+    if kv_dtype in _PLAIN:
+        layer = LayerKV(num_slots, num_kv_heads, head_dim, _PLAIN[kv_dtype], device)
+        layer.dtype = dtype
+        return layer
+    if kv_dtype == "fp8":
+        return ScaledLayerKV(num_slots, num_kv_heads, head_dim, dtype, device, torch.float8_e4m3fn)
+    if kv_dtype == "int8":
+        return ScaledLayerKV(num_slots, num_kv_heads, head_dim, dtype, device, torch.int8)
+    if kv_dtype == "int4":
+        return Int4LayerKV(num_slots, num_kv_heads, head_dim, dtype, device)
+    raise ValueError(f"kv dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
+
+
+def kv_bytes_per_token(kv_dtype: str, num_layers: int, num_kv_heads: int, head_dim: int, dtype) -> int:
+    probe = make_layer_kv(kv_dtype, 1, num_kv_heads, head_dim, dtype, "cpu")
+    return num_layers * probe.bytes_per_slot
 
 
 class KVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
-                 head_dim: int, dtype: torch.dtype, device):
+                 head_dim: int, dtype: torch.dtype, device, kv_dtype: str = "auto",
+                 salt: str = "", enable_prefix_caching: bool = True):
         self.block_size = block_size
         self.num_blocks = num_blocks
-        self.layers = [LayerKV(num_blocks * block_size, num_kv_heads, head_dim, dtype, device)
+        self.kv_dtype = kv_dtype
+        self.layers = [make_layer_kv(kv_dtype, num_blocks * block_size, num_kv_heads, head_dim, dtype, device)
                        for _ in range(num_layers)]
-        self.allocator = BlockAllocator(num_blocks)
+        self.blocks = BlockManager(num_blocks, block_size, salt=f"{salt}|{kv_dtype}",
+                                   enable_prefix_caching=enable_prefix_caching)
+
+    @property
+    def allocator(self) -> BlockManager:
+        return self.blocks
 
     @property
     def bytes_per_token(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from engine.config import EngineConfig
-from engine.kv_cache import KVCache
+from engine.kv_cache import KVCache, kv_bytes_per_token
 from engine.loader.hf_folder import load_model
 from engine.loader.registry import resolve
 from engine.models.transformer import AttentionMetadata
@@ -32,10 +32,12 @@ class ModelRunner:
         self.model = load_model(self.folder, self.dtype, self.device, max_positions=cfg.max_model_len + 64)
         mc = self.model.config
         self.model_config = mc
-        per_token = 2 * mc.num_layers * mc.num_kv_heads * mc.head_dim * torch.empty((), dtype=self.dtype).element_size()
+        per_token = kv_bytes_per_token(cfg.kv_dtype, mc.num_layers, mc.num_kv_heads, mc.head_dim, self.dtype)
         tokens = cfg.kv_cache_tokens or self._default_kv_tokens(per_token)
         num_blocks = max(1, tokens // cfg.block_size)
-        self.kv = KVCache(mc.num_layers, num_blocks, cfg.block_size, mc.num_kv_heads, mc.head_dim, self.dtype, self.device)
+        self.kv = KVCache(mc.num_layers, num_blocks, cfg.block_size, mc.num_kv_heads, mc.head_dim, self.dtype,
+                          self.device, kv_dtype=cfg.kv_dtype, salt=f"{self.folder.resolve()}|{self.dtype}",
+                          enable_prefix_caching=cfg.enable_prefix_caching)
         self.graphs = None
         if self.device.type == "cuda" and not cfg.enforce_eager:
             from engine.cuda_graphs import GraphRunner
@@ -77,14 +79,11 @@ class ModelRunner:
         return torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev), meta
 
     @torch.inference_mode()
-    def forward(self, batch: list[tuple[Sequence, list[int]]], all_logits: bool) -> torch.Tensor:
-        """Logits [N, vocab] fp32: every fed row if all_logits, else the last row of each sequence."""
+    def forward(self, batch: list[tuple[Sequence, list[int]]], logits: bool) -> torch.Tensor | None:
+        """Run the model over `batch`, writing K/V; logits [sum(len(feed)), vocab] fp32 if asked."""
         if self.graphs is not None and self.graphs.can_run(batch):
             hidden = self.graphs.run(batch)
         else:
             ids, positions, meta = self.prepare(batch)
             hidden = self.model(ids, positions, meta, self.kv.layers)
-        if not all_logits:
-            ends = torch.tensor([len(f) for _, f in batch], device=hidden.device).cumsum(0) - 1
-            hidden = hidden[ends]
-        return self.model.compute_logits(hidden)
+        return self.model.compute_logits(hidden) if logits else None

@@ -194,3 +194,18 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> tor
     # Exp(1) may round to 0 in float32; p/0 would be inf (or nan where p = 0).
     race.clamp_min_(torch.finfo(torch.float32).tiny)
     return (probs.float() / race).argmax(-1)
+
+
+def position_noise(seed: int, first_position: int, n: int, vocab: int, device=None) -> torch.Tensor:
+    """Exp(1) noise [n, vocab] for the tokens at positions first_position .. first_position+n-1.
+
+    The noise of a position depends only on (seed, position): whatever was drafted, the token
+    sampled at a position is the same, so seeded sampling gives the same text with speculation
+    as without (see `verify_coupled`).
+    """
+    out = torch.empty(n, vocab, dtype=torch.float32, device=device)
+    gen = torch.Generator(device=out.device)
+    for i in range(n):
+        gen.manual_seed((seed * 0x9E3779B1 + first_position + i) % (1 << 63))
+        out[i].exponential_(generator=gen)
+    return out.clamp_min_(torch.finfo(torch.float32).tiny)

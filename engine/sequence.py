@@ -41,6 +41,7 @@ class Stats:
     steps: int = 0  # verify/decode steps after the prefill
     drafted: int = 0  # draft tokens proposed
     accepted: int = 0  # draft tokens accepted
+    rejections: int = 0  # steps whose draft was cut short by a rejection
     committed_hist: dict[int, int] = field(default_factory=dict)  # tokens committed per step -> steps
     cached_prompt_tokens: int = 0
     t_start: float = field(default_factory=time.perf_counter)
@@ -51,6 +52,7 @@ class Stats:
         self.steps += 1
         self.drafted += drafted
         self.accepted += accepted
+        self.rejections += accepted < drafted
         self.committed_hist[committed] = self.committed_hist.get(committed, 0) + 1
 
     @property
@@ -98,9 +100,11 @@ class Sequence:
         self.prompt_len = len(request.prompt_ids)
         self.num_cached = 0  # tokens whose K/V are in the cache
         self.block_table: list[int] = []
+        self.block_hashes: list[bytes] = []  # chain hashes of the leading blocks that are final
         self.drafter = drafter
         self.verify_tokens = verify_tokens
         self.generator = generator
+        self.seed = 0  # set by the engine: request seed or a random one
         self.status = Status.WAITING
         self.finish_reason: str | None = None
         self.stats = Stats(prompt_tokens=self.prompt_len)
@@ -111,7 +115,9 @@ class Sequence:
 
     @property
     def needs_prefill(self) -> bool:
-        return self.num_cached < self.prompt_len
+        """True while tokens before the last one are missing from the cache (the last known token
+        is always fed by a verify step, together with the draft that follows it)."""
+        return self.num_cached < len(self.tokens) - 1
 
     @property
     def output_ids(self) -> list[int]:

@@ -51,7 +51,10 @@ class Handle:
 
     def _emit(self, event: Event) -> None:
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._aqueue.put_nowait, event)
+            try:
+                self._loop.call_soon_threadsafe(self._aqueue.put_nowait, event)
+            except RuntimeError:  # the consumer's event loop is closed: nobody is listening
+                self.cancelled = True
         else:
             self._queue.put(event)
 

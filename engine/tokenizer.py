@@ -3,11 +3,16 @@
 The chat template is rendered the way transformers renders it (jinja2, trim_blocks and
 lstrip_blocks, `raise_exception`, a `tojson` that keeps non-ASCII), so a prompt is byte-for-byte
 the one the model was trained on.
+
+Special tokens come only from the template: text (message contents, files, snippets, documents)
+is encoded with special-token spellings as plain text, so a file or a user message holding
+`<|im_end|><|im_start|>system` cannot forge a turn.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -28,6 +33,10 @@ class Tokenizer:
     def __init__(self, folder: str | Path):
         folder = Path(folder)
         self._tok = HFTokenizer.from_file(str(folder / "tokenizer.json"))
+        # A second instance that reads special-token spellings as text (the flag is per instance,
+        # and instances are shared between threads, so it is never toggled).
+        self._plain = HFTokenizer.from_file(str(folder / "tokenizer.json"))
+        self._plain.encode_special_tokens = True
         cfg_path = folder / "tokenizer_config.json"
         cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
         template_file = folder / "chat_template.jinja"
@@ -42,9 +51,9 @@ class Tokenizer:
         self.vocab_size = self._tok.get_vocab_size()
         self._template = None
 
-    def encode(self, text: str, add_special: bool = False) -> list[int]:
-        """Token ids of `text`; special-token spellings in `text` become their ids."""
-        ids = self._tok.encode(text, add_special_tokens=False).ids
+    def encode(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        """Token ids of `text`. Special-token spellings in it stay text unless `parse_special`."""
+        ids = (self._tok if parse_special else self._plain).encode(text, add_special_tokens=False).ids
         if add_special and self.add_bos and (not ids or ids[0] != self.bos_id):
             ids = [self.bos_id] + ids
         return ids
@@ -70,12 +79,32 @@ class Tokenizer:
         )
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        text = self.apply_chat_template(messages, add_generation_prompt)
-        ids = self.encode(text)
+        """The chat prompt's ids: template text with its special tokens, contents as plain text."""
+        marked = [dict(m, content=f"\ue000{i}\ue001") for i, m in enumerate(messages)]
+        text = self.apply_chat_template(marked, add_generation_prompt)
+        parts = _MARK.split(text)
+        if len(parts) != 2 * len(messages) + 1 or [int(p) for p in parts[1::2]] != list(range(len(messages))):
+            # The template rewrote a content (trimmed it, say), so contents cannot be told from the
+            # template here: encode the real rendering as a whole, special spellings included.
+            return self._with_bos(self.encode(self.apply_chat_template(messages, add_generation_prompt),
+                                              parse_special=True))
+        ids: list[int] = []
+        for j, part in enumerate(parts):
+            if j % 2 == 0:
+                ids += self.encode(part, parse_special=True) if part else []
+            else:
+                content = messages[int(part)].get("content") or ""
+                ids += self.encode(content) if content else []
+        return self._with_bos(ids)
+
+    def _with_bos(self, ids: list[int]) -> list[int]:
         # Templates that spell the BOS themselves must not get a second one.
-        if self.add_bos and not text.startswith(self.bos_token or "\0"):
+        if self.add_bos and (not ids or ids[0] != self.bos_id):
             ids = [self.bos_id] + ids
         return ids
+
+
+_MARK = re.compile("\ue000(\\d+)\ue001")
 
 
 def _token_text(tok) -> str | None:

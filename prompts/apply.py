@@ -1,16 +1,23 @@
 """Render the apply prompt (templates beside this file) and parse the model's answer back to a file.
 
-Two prompt forms:
-  * `rewrite` — instruction, original code and update snippet; the model writes the whole file;
-  * `draft`   — the same plus a mechanical (deterministic, possibly partial) merge to check and
-                correct. Small models copy strongly; here copying works for the user, and lookup
-                drafting on the draft is accepted almost entirely.
+Three prompt forms:
+  * `rewrite`     — instruction, original code and update snippet; the model writes the whole file;
+  * `draft`       — the same plus a mechanical (deterministic, possibly partial) merge to check and
+                    correct. Small models copy strongly; here copying works for the user, and lookup
+                    drafting on the draft is accepted almost entirely;
+  * `instruction` — no snippet: the instruction and the code to rewrite (the whole file, or the
+                    top-level definitions the instruction names).
 The assistant turn is pre-filled with the opening fence, so the answer is the file itself followed
-by a closing fence, and the predicted output (the merge) drafts it from the first token.
+by a closing fence, and the predicted output (the merge) drafts it from the first token. The fence
+is longer than any backtick run that starts a line of the code, so a file holding ``` lines (a
+markdown docstring) is not cut short.
+
+Prompts see LF line endings only; the caller restores the original's endings.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,11 +25,12 @@ from pathlib import Path
 from jinja2 import Environment, StrictUndefined
 
 HERE = Path(__file__).parent
-FORMS = ("rewrite", "draft")
+FORMS = ("rewrite", "draft")  # the forms a request with a snippet may choose
 # Fence language tags models know for each language name.
 FENCE_TAGS = {"python": "python", "javascript": "javascript", "typescript": "typescript", "tsx": "tsx",
               "go": "go", "rust": "rust", "java": "java", "c": "c", "cpp": "cpp", "ruby": "ruby",
-              "c_sharp": "csharp", "bash": "bash"}
+              "csharp": "csharp", "bash": "bash"}
+_BACKTICKS = re.compile(r"^[ \t]*(`{3,})", re.M)
 
 
 @lru_cache(maxsize=None)
@@ -31,8 +39,8 @@ def _template(name: str):
     return env.from_string((HERE / name).read_text())
 
 
-def system_prompt() -> str:
-    return (HERE / "apply_system.txt").read_text().strip()
+def system_prompt(name: str = "apply_system.txt") -> str:
+    return (HERE / name).read_text().strip()
 
 
 @dataclass
@@ -40,54 +48,83 @@ class ApplyPrompt:
     messages: list[dict]
     answer_prefix: str  # pre-filled start of the assistant turn
     fence_close: str  # what ends the file in the answer
+    form: str = "rewrite"
 
     def render(self, tokenizer) -> str:
         return tokenizer.apply_chat_template(self.messages, add_generation_prompt=True) + self.answer_prefix
 
     def prompt_ids(self, tokenizer) -> list[int]:
-        ids = tokenizer.encode(self.render(tokenizer))
-        if tokenizer.add_bos and (not ids or ids[0] != tokenizer.bos_id):
-            ids = [tokenizer.bos_id] + ids
-        return ids
+        # Code and snippets are text: special-token spellings inside them stay text.
+        return tokenizer.encode_chat(self.messages) + tokenizer.encode(self.answer_prefix)
 
     def predicted_answer(self, merged: str) -> str:
         """What the model should write if `merged` is right: the lookup drafter's first source."""
         return _with_newline(merged) + self.fence_close
 
+    def parse(self, answer: str, original: str) -> str:
+        """The file from the model's answer to this prompt (see `parse_answer`)."""
+        return parse_answer(answer, original, self.fence_close)
+
+
+def fence_for(*texts: str) -> str:
+    """A backtick fence longer than any backtick run that starts a line of `texts` (at least ```)."""
+    longest = max((len(m) for t in texts for m in _BACKTICKS.findall(t or "")), default=0)
+    return "`" * max(3, longest + 1)
+
 
 def build_apply_prompt(original: str, snippet: str, instruction: str | None = None,
                        language: str | None = None, draft: str | None = None, form: str = "rewrite") -> ApplyPrompt:
+    """The prompt for merging `snippet` into `original`; `form='draft'` with a `draft` shows the merge."""
     if form not in FORMS:
         raise ValueError(f"prompt form must be one of {FORMS}, got {form!r}")
+    fence = fence_for(original, snippet, draft or "")
     values = dict(instruction=instruction or "", language=language or "", original=_with_newline(original),
                   snippet=_with_newline(snippet), draft=_with_newline(draft or ""))
-    name = "apply_draft_user.jinja" if form == "draft" and draft is not None else "apply_user.jinja"
-    user = _template(name).render(**values)
+    drafted = form == "draft" and draft is not None
+    user = _template("apply_draft_user.jinja" if drafted else "apply_user.jinja").render(**values)
+    return _prompt("apply_system.txt", user, language, fence, "draft" if drafted else "rewrite")
+
+
+def build_instruction_prompt(code: str, instruction: str, language: str | None = None,
+                             part: str | None = None) -> ApplyPrompt:
+    """The prompt for an instruction without a snippet. `part` says what `code` is when it is not
+    the whole file (e.g. "the definitions parse_args, main of cli.py")."""
+    fence = fence_for(code)
+    user = _template("apply_instruction_user.jinja").render(
+        instruction=instruction, code=_with_newline(code), language=language or "", part=part or "")
+    return _prompt("apply_instruction_system.txt", user, language, fence, "instruction")
+
+
+def _prompt(system: str, user: str, language: str | None, fence: str, form: str) -> ApplyPrompt:
     tag = FENCE_TAGS.get(language or "", "")
     return ApplyPrompt(
-        messages=[{"role": "system", "content": system_prompt()}, {"role": "user", "content": user}],
-        answer_prefix=f"```{tag}\n",
-        fence_close="```",
+        messages=[{"role": "system", "content": system_prompt(system)}, {"role": "user", "content": user}],
+        answer_prefix=f"{fence}{tag}\n",
+        fence_close=fence,
+        form=form,
     )
 
 
-def parse_answer(answer: str, original: str) -> str:
-    """The file from the model's answer (which follows the pre-filled opening fence).
+def parse_answer(answer: str, original: str, fence: str = "```") -> str:
+    """The file from the model's answer (which follows the pre-filled opening fence), with LF endings.
 
-    Cuts at the closing fence (a line that is exactly ``` ), and gives the result the original
-    file's final-newline convention; CRLF originals get CRLF back.
+    Cuts at the closing fence (a line that is exactly `fence`), and gives the result the original
+    file's final-newline convention. A CRLF `original` gets CRLF throughout; the apply pipeline
+    instead passes the LF form of the original and restores endings line by line (mixed files).
     """
-    text = answer.replace("\r\n", "\n")
-    lines = text.split("\n")
+    lines = answer.replace("\r\n", "\n").split("\n")
     for i, line in enumerate(lines):
-        if line.strip() == "```":
+        if line.strip() == fence:
             lines = lines[:i]
             break
+    else:
+        # No closing fence (cut off by max_tokens): a trailing partial line is kept as written.
+        if lines and lines[-1] == "":
+            lines.pop()
     body = "\n".join(lines)
-    crlf = "\r\n" in original
-    if original.endswith(("\n", "\r\n")) or not original:
+    if body and (original.endswith("\n") or not original):
         body += "\n"
-    return body.replace("\n", "\r\n") if crlf else body
+    return body.replace("\n", "\r\n") if "\r\n" in original else body
 
 
 def _with_newline(text: str) -> str:

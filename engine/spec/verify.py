@@ -87,6 +87,20 @@ def verify_sampled(probs: torch.Tensor, draft: torch.Tensor, generator: torch.Ge
     return _assemble(draft, num_accepted, last)
 
 
+def verify_coupled(probs: torch.Tensor, draft: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """Sampled verification coupled to per-position noise: probs, noise [B, K, V] -> [B, K].
+
+    The target's own sample at each position is y_j = argmax(p_j / E_j) with E_j ~ Exp(1) (the
+    exponential race), and drafts are accepted while they equal it. For a point-mass draft x
+    that is the rejection rule above: x is accepted with probability P(y_j = x) = p_j(x), and
+    on a mismatch the committed y_j is distributed as p_j with x removed and renormalized. When
+    the noise is keyed by (seed, position) (`engine.sampling.position_noise`), every committed
+    token is exactly the one plain sampling with that seed commits: greedy verification of the
+    perturbed distribution.
+    """
+    return verify_greedy(probs / noise, draft)
+
+
 def accept_mask(p_x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Accept a point-mass draft token with probability p(x): u ~ U[0, 1) below p(x)."""
     return u < p_x

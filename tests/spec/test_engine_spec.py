@@ -81,7 +81,7 @@ VOCAB = 8
 
 
 @pytest.fixture(scope="module")
-def small_engine(tmp_path_factory):
+def small_model(tmp_path_factory):
     """A 2-layer llama over 8 tokens, random weights; lm_head scaled so that sampled continuations
     are neither uniform nor deterministic (a few hundred distinct 4-token outputs)."""
     from tokenizers import Tokenizer, models
@@ -96,20 +96,24 @@ def small_engine(tmp_path_factory):
         model.lm_head.weight.mul_(8)
     model.save_pretrained(folder)
     Tokenizer(models.WordLevel({chr(97 + i): i for i in range(VOCAB)}, unk_token="a")).save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def small_engine_with(folder, sampled_verify):
     return LLMEngine(EngineConfig(model=str(folder), device="cpu", max_model_len=64, max_num_seqs=256,
-                                  kv_cache_tokens=256 * 32, max_batch_tokens=4096))
+                                  kv_cache_tokens=256 * 32, max_batch_tokens=4096, sampled_verify=sampled_verify))
 
 
 PROMPT = [1, 2, 3, 4, 5, 6, 1, 2, 3]
 
 
-def sample_continuations(engine, n, speculative: bool, length=4):
+def sample_continuations(engine, n, speculative: bool, length=4, same_seeds=False):
     # The lookup source is the prompt plus the greedy continuation: drafts that sampling often
     # follows and sometimes leaves, so both acceptance and rejection are exercised.
     greedy = [t for ev in engine.generate(Request(PROMPT, SamplingParams(max_tokens=8, ignore_eos=True),
                                                   drafter="none")) for t in ev.token_ids]
     # Disjoint seeds for the two arms, so that the samples compared are independent.
-    first = n if speculative else 0
+    first = n if speculative and not same_seeds else 0
     seqs = [engine.add_request(Request(
         PROMPT, SamplingParams(temperature=0.8, top_p=0.9, max_tokens=length, seed=first + i, ignore_eos=True),
         sources={"prediction": PROMPT + greedy}, drafter="lookup" if speculative else "none", verify_tokens=4))
@@ -158,20 +162,36 @@ N_SAMPLES = 2000
 
 
 @pytest.fixture(scope="module")
-def plain_samples(small_engine):
-    return sample_continuations(small_engine, N_SAMPLES, speculative=False)[0]
+def plain_samples(small_model):
+    return sample_continuations(small_engine_with(small_model, "coupled"), N_SAMPLES, speculative=False)[0]
 
 
-@pytest.mark.parametrize("rule", ["exact", "always-accept"])
-def test_sampled_speculation_matches_plain_distribution(small_engine, plain_samples, rule, monkeypatch):
+def always_accept_coupled(probs, draft, noise):
+    """A deliberately wrong rule for the coupled verifier: accept every draft token."""
+    from engine.spec.verify import verify_coupled
+
+    return verify_coupled(probs, draft, noise) if draft.numel() == 0 else always_accept(probs, draft)
+
+
+@pytest.mark.parametrize("rule", ["coupled", "rejection", "always-accept"])
+def test_sampled_speculation_matches_plain_distribution(small_model, plain_samples, rule, monkeypatch):
+    mode = "rejection" if rule == "rejection" else "coupled"
     if rule == "always-accept":
-        monkeypatch.setattr("engine.engine.verify_sampled", always_accept)
-    spec, drafted, accepted = sample_continuations(small_engine, N_SAMPLES, speculative=True)
+        monkeypatch.setattr("engine.engine.verify_coupled", always_accept_coupled)
+    spec, drafted, accepted = sample_continuations(small_engine_with(small_model, mode), N_SAMPLES, speculative=True)
     assert drafted > N_SAMPLES // 4  # drafts were proposed
     p = homogeneity_pvalue(plain_samples, spec)
     assert not math.isnan(p)
-    if rule == "exact":
+    if rule == "always-accept":
+        assert p < 1e-6, f"the test cannot tell a wrong acceptance rule apart (p={p})"
+    else:
         assert 0 < accepted < drafted  # some drafts accepted, some rejected
         assert p > 1e-3, p
-    else:
-        assert p < 1e-6, f"the test cannot tell a wrong acceptance rule apart (p={p})"
+
+
+def test_coupled_sampling_gives_the_same_text_with_and_without_speculation(small_model):
+    """With the noise keyed by (seed, position), a seed fixes the sample whatever was drafted."""
+    engine = small_engine_with(small_model, "coupled")
+    plain = sample_continuations(engine, 300, speculative=False, same_seeds=True)[0]
+    spec = sample_continuations(engine, 300, speculative=True, same_seeds=True)[0]
+    assert spec == plain

@@ -1,0 +1,145 @@
+"""The RAG workload: one long document, many questions; and what each KV storage format costs.
+
+1. A document of ~8k tokens (real code from the dev set, concatenated) and 10 quoting questions,
+   asked one after another: time to first token of the first question (the whole document is
+   prefilled) against the later ones (the document's blocks come from the prefix cache), and
+   committed tokens per verify step on the answers (drafted from the document).
+2. KV bytes per token and the longest context that fits a KV budget, per storage format.
+3. Quality cost per format: KL divergence of next-token distributions and top-1 agreement
+   against the unquantized cache, on real code.
+
+    python -m bench.rag [--model qwen2.5-coder-0.5b] [--doc-tokens 8000] [--questions 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+
+import torch
+
+from bench.common import header, load_dev, save_json, table
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from engine.kv_cache import kv_bytes_per_token
+from engine.rag import rag_request
+from engine.sampling import SamplingParams
+from engine.sequence import Request
+
+KV_FORMATS = ("auto", "fp8", "int8", "int4")
+
+
+def build_document(tok, n_tokens: int) -> tuple[str, list[str]]:
+    """Real files from the dev set joined until ~n_tokens; names of functions defined in them."""
+    parts, total = [], 0
+    for row in load_dev():
+        if row["language"] not in ("python", "go"):
+            continue
+        text = f"# file: {row['path']}\n{row['original']}"
+        parts.append(text)
+        total += len(tok.encode(text))
+        if total >= n_tokens:
+            break
+    doc = "\n".join(parts)
+    names = re.findall(r"^(?:def|func) (?:\([^)]*\) )?([A-Za-z_]\w{3,})\(", doc, flags=re.M)
+    return doc, list(dict.fromkeys(names))
+
+
+def ask(engine, doc: str, question: str, max_tokens: int) -> dict:
+    req = rag_request(engine.tokenizer, [{"id": "code", "text": doc}], question, SamplingParams(max_tokens=max_tokens))
+    stats = {}
+    for ev in engine.generate(req):
+        stats = ev.stats
+    return stats
+
+
+def workload(model: str, doc_tokens: int, questions: int, max_tokens: int) -> dict:
+    engine = LLMEngine(EngineConfig.from_env(model=model, max_model_len=max(16384, doc_tokens + 2048), max_num_seqs=1))
+    doc, names = build_document(engine.tokenizer, doc_tokens)
+    names = names[:: max(1, len(names) // questions)][:questions]
+    qs = [f"Quote the complete definition of `{n}` exactly as it appears in the document." for n in names]
+    list(engine.generate(Request(engine.tokenizer.encode("warm up"), SamplingParams(max_tokens=2))))
+    rows = []
+    for i, q in enumerate(qs):
+        s = ask(engine, doc, q, max_tokens)
+        rows.append({"question": i + 1, "prompt_tokens": s["prompt_tokens"], "cached": s["cached_prompt_tokens"],
+                     "ttft_ms": s["ttft_ms"], "tokens": s["generated_tokens"], "steps": s["steps"],
+                     "per_step": s["accepted_per_step"], "tok_s": s["tokens_per_second"]})
+        print(rows[-1], flush=True)
+    first, later = rows[0]["ttft_ms"], sorted(r["ttft_ms"] for r in rows[1:])
+    return {"rows": rows, "ttft_first_ms": first, "ttft_later_median_ms": later[len(later) // 2],
+            "hit_blocks": engine.kv.blocks.hits, "engine": engine}
+
+
+def kl_per_format(engine: LLMEngine, model: str, text_tokens: list[int]) -> list[list]:
+    """KL(p_ref || p_fmt) and top-1 agreement over a real code sequence, per KV format."""
+    from engine.runner import ModelRunner
+
+    def logits_with(kv_dtype: str) -> torch.Tensor:
+        runner = ModelRunner(EngineConfig.from_env(model=model, kv_dtype=kv_dtype, max_model_len=len(text_tokens) + 64,
+                                                   max_num_seqs=1, enable_prefix_caching=False, enforce_eager=True))
+        from engine.sequence import Sequence
+
+        seq = Sequence(Request(text_tokens), None, 1, None)
+        seq.block_table = runner.kv.blocks.allocate(runner.kv.blocks_for(len(text_tokens)))
+        out = []
+        # Chunks of 256: later chunks attend over earlier chunks' stored (quantized) K/V.
+        for start in range(0, len(text_tokens), 256):
+            feed = text_tokens[start : start + 256]
+            out.append(runner.forward([(seq, feed)], logits=True).float().cpu())
+            seq.num_cached += len(feed)
+        del runner
+        return torch.cat(out)
+
+    ref = logits_with("auto").log_softmax(-1)
+    rows = []
+    for fmt in KV_FORMATS[1:]:
+        lp = logits_with(fmt).log_softmax(-1)
+        kl = (ref.exp() * (ref - lp)).sum(-1).mean().item()
+        top1 = (ref.argmax(-1) == lp.argmax(-1)).float().mean().item()
+        rows.append([fmt, kl, top1])
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--doc-tokens", type=int, default=8000)
+    ap.add_argument("--questions", type=int, default=10)
+    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--kl-tokens", type=int, default=1024)
+    ap.add_argument("--kv-budget-gib", type=float, default=None, help="KV memory for the max-context column")
+    args = ap.parse_args(argv)
+
+    t = time.perf_counter()
+    w = workload(args.model, args.doc_tokens, args.questions, args.max_tokens)
+    engine = w.pop("engine")
+    cfg, mc = engine.cfg, engine.runner.model_config
+    print(header(f"RAG: one ~{args.doc_tokens}-token document, {args.questions} questions ({args.model}, "
+                 f"{cfg.torch_dtype}, {cfg.torch_device})"))
+    print(table(["question", "prompt tok", "cached tok", "TTFT ms", "answer tok", "steps", "tokens/step", "tok/s"],
+                [list(r.values()) for r in w["rows"]]))
+    ratio = w["ttft_later_median_ms"] / w["ttft_first_ms"]
+    print(f"\nTTFT first {w['ttft_first_ms']:.0f} ms, later (median) {w['ttft_later_median_ms']:.0f} ms "
+          f"= {ratio:.1%} of the first (goal <= 10%); prefix-cache hit blocks {w['hit_blocks']}\n")
+
+    budget = args.kv_budget_gib or (40.0 if cfg.torch_device.type == "cuda" else 1.0)
+    rows = []
+    for fmt in KV_FORMATS:
+        b = kv_bytes_per_token(fmt, mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.torch_dtype)
+        rows.append([fmt if fmt != "auto" else str(cfg.torch_dtype).replace("torch.", ""), b,
+                     int(budget * 2**30 // b)])
+    print(table(["KV format", "bytes/token", f"max tokens in {budget:g} GiB"], rows))
+    doc, _ = build_document(engine.tokenizer, args.kl_tokens)
+    text = engine.tokenizer.encode(doc)[: args.kl_tokens]
+    del engine
+    kl_rows = kl_per_format(None, args.model, text)
+    print()
+    print(table(["KV format", f"KL vs {cfg.torch_dtype} (nats/token)", "top-1 agreement"], kl_rows))
+    print(f"\n(total {time.perf_counter() - t:.0f} s)")
+    save_json(f"rag_{cfg.torch_device.type}.json", {**w, "kv": rows, "kl": kl_rows, "ttft_ratio": ratio})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""KV blocks: a free list, reference counts, and prefix caching by hash chain.
+
+A *full* block whose K/V are final (every position committed) is registered under the hash of
+its tokens chained with its predecessor's hash and a salt (model and KV dtype), so the hash names
+the whole prefix ending at that block. A new sequence looks its prompt's full blocks up in order
+and shares the longest cached run (reference count + 1) instead of recomputing it.
+
+A block whose count drops to zero stays cached, in LRU order, until a fresh block is needed and
+none is plainly free; then the least recently released cached block is evicted. Shared blocks
+are never written: a sequence writes only at positions past its shared prefix, and the last
+prompt token is always recomputed in a private block (it must produce the first logits).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from hashlib import blake2b
+
+
+class OutOfBlocksError(RuntimeError):
+    """The cache has fewer free blocks than a request needs."""
+
+
+def chain_hash(prev: bytes, tokens: list[int] | tuple[int, ...]) -> bytes:
+    """Hash of a block given its predecessor's hash: equal iff the whole prefixes are equal.
+
+    Example: chain_hash(salt, [1, 2]) differs from chain_hash(chain_hash(salt, [9, 9]), [1, 2]):
+    the same tokens after a different prefix are a different block.
+    """
+    h = blake2b(prev, digest_size=16)
+    h.update(b",".join(str(t).encode() for t in tokens))
+    return h.digest()
+
+
+class BlockManager:
+    def __init__(self, num_blocks: int, block_size: int, salt: str = "", enable_prefix_caching: bool = True):
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.salt = blake2b(salt.encode(), digest_size=16).digest()
+        self.caching = enable_prefix_caching
+        self.ref = [0] * num_blocks
+        self._free = list(range(num_blocks - 1, -1, -1))  # never cached (or evicted): pop from the end
+        self._cached_free: OrderedDict[int, None] = OrderedDict()  # ref 0 but still cached, LRU first
+        self._by_hash: dict[bytes, int] = {}
+        self._hash_of: dict[int, bytes] = {}
+        self.hits = 0  # blocks reused from the cache
+        self.queries = 0  # full prompt blocks looked up
+
+    # ---- counts -------------------------------------------------------------------------
+    @property
+    def num_free(self) -> int:
+        """Blocks an allocation can take now (plainly free or evictable)."""
+        return len(self._free) + len(self._cached_free)
+
+    @property
+    def num_cached(self) -> int:
+        return len(self._by_hash)
+
+    def blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    # ---- allocation ---------------------------------------------------------------------
+    def allocate(self, n: int) -> list[int]:
+        if n > self.num_free:
+            raise OutOfBlocksError(f"need {n} KV blocks, {self.num_free} free of {self.num_blocks}")
+        blocks = []
+        for _ in range(n):
+            if self._free:
+                b = self._free.pop()
+            else:
+                b, _ = self._cached_free.popitem(last=False)  # evict the least recently released
+                del self._by_hash[self._hash_of.pop(b)]
+            self.ref[b] = 1
+            blocks.append(b)
+        return blocks
+
+    def release(self, blocks: list[int]) -> None:
+        for b in reversed(blocks):  # tail first: a prefix's later blocks are evicted before its head
+            self.ref[b] -= 1
+            if self.ref[b] > 0:
+                continue
+            if b in self._hash_of:
+                self._cached_free[b] = None
+            else:
+                self._free.append(b)
+
+    # ---- prefix caching -----------------------------------------------------------------
+    def prompt_hashes(self, tokens: list[int], limit: int) -> list[bytes]:
+        """Chain hashes of the first `limit` full blocks of `tokens`."""
+        hashes, prev, bs = [], self.salt, self.block_size
+        for i in range(min(limit, len(tokens) // bs)):
+            prev = chain_hash(prev, tokens[i * bs : (i + 1) * bs])
+            hashes.append(prev)
+        return hashes
+
+    def match_prefix(self, tokens: list[int]) -> tuple[list[int], list[bytes]]:
+        """Share the longest cached run of `tokens`' full blocks, never the last token's block.
+
+        Returns the shared blocks (reference counts taken) and their hashes.
+        """
+        if not self.caching:
+            return [], []
+        hashes = self.prompt_hashes(tokens, (len(tokens) - 1) // self.block_size)
+        self.queries += len(hashes)
+        shared = []
+        for h in hashes:
+            b = self._by_hash.get(h)
+            if b is None:
+                break
+            if self.ref[b] == 0:
+                del self._cached_free[b]
+            self.ref[b] += 1
+            shared.append(b)
+        self.hits += len(shared)
+        return shared, hashes[: len(shared)]
+
+    def register(self, block: int, h: bytes) -> None:
+        """Publish a full, final block under its chain hash (first writer wins)."""
+        if not self.caching or block in self._hash_of:
+            return
+        if h in self._by_hash:
+            return  # an identical block is cached already; this one stays private
+        self._by_hash[h] = block
+        self._hash_of[block] = h
+
+    def stats(self) -> dict:
+        return {"blocks_total": self.num_blocks, "blocks_free": self.num_free, "blocks_cached": self.num_cached,
+                "prefix_hit_blocks": self.hits, "prefix_query_blocks": self.queries}
