@@ -1,0 +1,54 @@
+"""`create_app(service, settings)`: the FastAPI app of `editapply serve`.
+
+Routes, one module per group: `apply` (/v1/apply), `chat` (/v1/chat/completions), `rag`
+(/v1/rag), `system` (/health, /v1/models, /metrics). Middleware, outermost first:
+`RequestMetrics` (counts every response, errors included), `BearerAuth` (before anything is
+read), `BodyGuard` (size, content type, UTF-8). Errors are OpenAI-shaped everywhere (`errors.py`).
+The engine runs in its own thread (`EngineService`); handlers only await its streams, and CPU
+work (templating, tokenizing, merging) goes to the thread pool, so the event loop stays free.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from engine.server import apply, chat, errors, rag, system
+from engine.server.auth import BearerAuth
+from engine.server.limits import BodyGuard
+from engine.server.metrics import Metrics, RequestMetrics
+from engine.server.settings import ServerSettings
+from engine.server.state import ServerState
+
+
+def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
+    """The app serving `service` (an EngineService: the Engine protocol plus `load()` and `cfg`)."""
+    settings = settings or ServerSettings.from_env()
+    app = FastAPI(title="editapply", version="0.1.0", strict_content_type=False,
+                  description="Edit-apply backend: apply, OpenAI-compatible chat with predicted outputs, RAG.")
+    state = ServerState(service, settings, Metrics(service))
+    app.state.editapply = state
+    for module in (apply, chat, rag, system):
+        app.include_router(module.router)
+    errors.install(app)
+    paths = frozenset(r.path for r in app.routes if "{" not in getattr(r, "path", "{"))
+    app.add_middleware(BodyGuard, settings=settings)
+    app.add_middleware(BearerAuth, settings=settings)
+    app.add_middleware(RequestMetrics, metrics=state.metrics, paths=paths)
+    app.openapi = lambda: _openapi(app, state)
+    return app
+
+
+def _openapi(app: FastAPI, state: ServerState) -> dict:
+    """FastAPI's schema, plus the limits only known at run time (the largest max_tokens)."""
+    if app.openapi_schema is None:
+        app.openapi_schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                         routes=app.routes)
+    schema = app.openapi_schema
+    for model in schema.get("components", {}).get("schemas", {}).values():
+        for name, prop in model.get("properties", {}).items():
+            if name in ("max_tokens", "max_completion_tokens"):
+                for option in prop.get("anyOf", [prop]):
+                    if option.get("type") == "integer":
+                        option["maximum"] = state.max_tokens_limit
+    return schema

@@ -1,0 +1,194 @@
+"""`POST /v1/apply`: the apply pipeline (`engine/apply/pipeline.py`) over HTTP.
+
+The body is `ApplyRequest`'s fields plus `stream`; the answer is `ApplyResult.as_dict()`:
+`{merged_code, diff, validation, usage, stats}`. With `stream: true` the answer is SSE:
+`{"type": "delta", "text": ...}` events carry the model's raw output as it is written (the model
+path only; the raw output may be a region of the file and ends with the closing fence), then one
+`{"type": "result", ...}` event with the whole result, then `[DONE]`.
+
+The pipeline is synchronous, so `ApplyRun` plans the request (`prepare`, `build_job`: bad input
+and context limits fail here, before any stream starts) and then runs `apply_edit` in a worker
+thread; progress crosses to the event loop through a queue. A client that hangs up sets the
+pipeline's cancel event and cancels the engine request directly, so its KV is freed at the next
+engine step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+from fastapi import APIRouter
+from fastapi import Request as HTTPRequest
+
+from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError
+from engine.apply.model_path import build_job
+from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit, prepare
+from engine.engine import RequestError
+from engine.server.errors import APIError
+from engine.server.generation import SSEResponse, sse, watch_disconnect
+from engine.server.schemas import ERRORS, ApplyRequestBody
+from engine.server.state import ServerState, get_state, offload
+
+ROUTE = "/v1/apply"
+router = APIRouter()
+
+_DONE = object()  # end of the worker's progress
+
+
+class _TrackedEngine:
+    """The service as the pipeline sees it, remembering the handle so a disconnect can cancel it."""
+
+    def __init__(self, service):
+        self.service = service
+        self.tokenizer = service.tokenizer
+        self.cfg = service.cfg
+        self.handle = None
+
+    def submit(self, request):
+        self.handle = self.service.submit(request)
+        return self.handle
+
+    def stream(self, handle):
+        return self.service.stream(handle)
+
+
+class ApplyRun:
+    def __init__(self, state: ServerState, req: ApplyRequest, route: str = ROUTE):
+        self.state = state
+        self.req = req
+        self.route = route
+        self.engine = _TrackedEngine(state.service)
+        self.cancel_event = threading.Event()
+        self.plan = self.job = None
+        self.result: ApplyResult | None = None
+        self.disconnected = False
+
+    async def prepare(self) -> None:
+        """Check the input and the context (raises APIError); no generation yet."""
+        try:
+            self.plan = await offload(prepare, self.req)
+            if self.plan.needs_model:
+                self.state.check_capacity()
+                self.job = await offload(self._build_job)
+        except (ApplyError, RequestError) as exc:
+            raise apply_error(exc) from None
+
+    def _build_job(self):
+        form = self.req.prompt_form or DEFAULT_PROMPT_FORM
+        args = (self.plan, self.state.tokenizer, self.state.context_limit, form)
+        job = build_job(*args, self.req.max_tokens, self.req.use_prediction)
+        cap = self.state.settings.max_tokens_limit
+        if cap and self.req.max_tokens is None and job.max_tokens > cap:
+            job = build_job(*args, cap, self.req.use_prediction)
+        return job
+
+    async def deltas(self) -> AsyncIterator[str]:
+        """The model's output as it is written; `result` is set when this ends."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def work():
+            try:
+                return apply_edit(self.engine, self.req, lambda p: loop.call_soon_threadsafe(queue.put_nowait, p.text),
+                                  self.cancel_event, plan=self.plan, job=self.job)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+
+        task = asyncio.ensure_future(offload(work))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when abandoned
+        try:
+            while (text := await queue.get()) is not _DONE:
+                if text:
+                    yield text
+            try:
+                self.result = await task
+            except (ApplyError, RequestError) as exc:
+                raise apply_error(exc) from None
+            except ApplyCancelled:
+                self.disconnected = True
+            except RuntimeError as exc:
+                raise APIError(500, f"the apply failed: {exc}") from None
+        finally:
+            if self.result is None:
+                self.cancel()
+            self._record()
+
+    async def run(self, http: HTTPRequest) -> ApplyResult | None:
+        """The result (non-streaming), cancelling the work if the client hangs up."""
+        watcher = watch_disconnect(http, self.cancel)
+        try:
+            async for _ in self.deltas():
+                pass
+        finally:
+            watcher.cancel()
+        return self.result
+
+    def cancel(self) -> None:
+        self.disconnected = True
+        self.cancel_event.set()
+        if self.engine.handle is not None:
+            self.state.service.cancel(self.engine.handle)
+
+    def _record(self) -> None:
+        if self.result is None:
+            self.state.metrics.observe_generation(self.route, {}, "disconnect" if self.disconnected else "error")
+            return
+        usage, stats = self.result.usage, self.result.stats
+        self.state.metrics.observe_generation(self.route, {
+            "prompt_tokens": usage.get("prompt_tokens", 0),
+            "generated_tokens": usage.get("completion_tokens", 0),
+            "drafted": stats.get("drafted", 0),
+            "accepted": stats.get("accepted", 0),
+            "ttft_ms": stats.get("ttft_ms"),
+            "accepted_per_step_hist": stats.get("accepted_per_step_hist", {}),
+        }, stats.get("finish_reason") or stats.get("path"))
+
+
+def apply_error(exc: Exception) -> APIError:
+    if isinstance(exc, ContextTooLongError):
+        return APIError(400, str(exc), code="context_length_exceeded", param="initial_code")
+    if isinstance(exc, RequestError):
+        return APIError(400, str(exc), code="context_length_exceeded" if "limit" in str(exc) else "invalid_request")
+    name = type(exc).__name__.removesuffix("Error")
+    code = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_") or "invalid_request"
+    return APIError(400, str(exc), code=code if code != "apply" else "invalid_request")
+
+
+def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
+    if body.max_tokens is not None and body.max_tokens > state.max_tokens_limit:
+        raise APIError(422, f"max_tokens: {body.max_tokens} is over this server's limit of {state.max_tokens_limit} tokens",
+                       param="max_tokens")
+    try:
+        return ApplyRequest(initial_code=body.initial_code, edit_snippet=body.edit_snippet, instruction=body.instruction,
+                            language=body.language, path=body.path, mode=body.mode, prompt_form=body.prompt_form,
+                            max_tokens=body.max_tokens, use_prediction=body.use_prediction)
+    except ApplyError as exc:
+        raise apply_error(exc) from None
+
+
+@router.post(ROUTE, responses=ERRORS, summary="Merge an edit snippet into a file")
+async def apply(body: ApplyRequestBody, http: HTTPRequest):
+    state = get_state(http)
+    state.check_model(body.model)
+    run = ApplyRun(state, build_request(body, state))
+    await run.prepare()
+    if not body.stream:
+        result = await run.run(http)
+        return result.as_dict() if result is not None else None  # None: nobody is listening
+    return SSEResponse(_events(run))
+
+
+async def _events(run: ApplyRun):
+    try:
+        async with aclosing(run.deltas()) as deltas:
+            async for text in deltas:
+                yield sse({"type": "delta", "text": text})
+    except APIError as exc:
+        yield sse({"type": "error", **exc.body()})
+    else:
+        if run.result is not None:
+            yield sse({"type": "result", **run.result.as_dict()})
+    yield sse("[DONE]")

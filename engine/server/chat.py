@@ -1,0 +1,178 @@
+"""`POST /v1/chat/completions`, OpenAI-compatible (non-streaming and SSE).
+
+Supported: messages (text content, or lists of text parts), model, temperature, top_p, top_k (an
+extension), max_tokens / max_completion_tokens, stop (the text is cut before the first stop
+string, as OpenAI does), seed, stream with stream_options.include_usage, and predicted outputs:
+`prediction: {type: "content", content}` is the lookup drafter's first source, and
+`usage.completion_tokens_details.{accepted,rejected}_prediction_tokens` count the draft tokens
+verification accepted and rejected. Each answer also carries `stats` (steps, tokens per step...).
+
+A last user message of the form `<instruction>…</instruction><code>…</code><update>…</update>`
+(instruction optional; the Relace/Morph apply format) is an apply request: the answer is the
+merged file, from the apply pipeline. Streamed, it arrives as one content delta once merged.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from contextlib import aclosing
+
+from fastapi import APIRouter
+from fastapi import Request as HTTPRequest
+from jinja2.exceptions import TemplateError
+
+from engine.apply.errors import ApplyError
+from engine.apply.pipeline import ApplyRequest
+from engine.sampling import SamplingParams
+from engine.sequence import Request
+from engine.server.apply import ApplyRun, apply_error
+from engine.server.errors import APIError
+from engine.server.generation import Generation, SSEResponse, public_stats, sse, usage
+from engine.server.schemas import ERRORS, ChatCompletionRequest
+from engine.server.state import ServerState, get_state, offload
+
+ROUTE = "/v1/chat/completions"
+router = APIRouter()
+
+APPLY_FORM = re.compile(
+    r"^\s*(?:<instruction>(?P<instruction>.*?)</instruction>\s*)?"
+    r"<code>(?P<code>.*)</code>\s*<update>(?P<update>.*)</update>\s*$", re.DOTALL)
+
+
+def text_of(content) -> str:
+    return content if isinstance(content, str) else "".join(part.text for part in content)
+
+
+def stops_of(stop) -> tuple[str, ...]:
+    return () if stop is None else (stop,) if isinstance(stop, str) else tuple(stop)
+
+
+def _prompt(tokenizer, messages: list[dict], prediction: str | None) -> tuple[list[int], dict]:
+    try:
+        ids = tokenizer.encode_chat(messages)
+    except (TemplateError, ValueError) as exc:
+        raise APIError(400, f"the messages cannot be rendered with the model's chat template: {exc}", param="messages") from None
+    return ids, ({"prediction": tokenizer.encode(prediction)} if prediction else {})
+
+
+@router.post(ROUTE, responses=ERRORS, summary="OpenAI-compatible chat completion")
+async def chat_completions(body: ChatCompletionRequest, http: HTTPRequest):
+    state = get_state(http)
+    state.check_model(body.model)
+    if body.logprobs:
+        raise APIError(400, "logprobs are not supported by this server", param="logprobs")
+    last = body.messages[-1]
+    if last.role == "user" and (form := APPLY_FORM.match(text_of(last.content))):
+        return await _chat_apply(state, body, http, form)
+
+    messages = [{"role": "system" if m.role == "developer" else m.role, "content": text_of(m.content)}
+                for m in body.messages]
+    prediction = text_of(body.prediction.content) if body.prediction else None
+    prompt_ids, sources = await offload(_prompt, state.tokenizer, messages, prediction)
+    requested, param = ((body.max_completion_tokens, "max_completion_tokens") if body.max_completion_tokens is not None
+                        else (body.max_tokens, "max_tokens"))
+    stop = stops_of(body.stop)
+    params = SamplingParams(temperature=1.0 if body.temperature is None else body.temperature,
+                            top_p=1.0 if body.top_p is None else body.top_p, top_k=body.top_k or 0, seed=body.seed,
+                            max_tokens=state.max_tokens(len(prompt_ids), requested, param), stop=stop)
+    gen = Generation(state, state.submit(Request(prompt_ids, params, sources=sources)), ROUTE, stop)
+    reply = Reply(state)
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return SSEResponse(_stream(reply, gen, include_usage))
+    text = await gen.text(http)
+    return reply.completion(text, gen.openai_finish_reason, usage(gen.stats), public_stats(gen.stats))
+
+
+class Reply:
+    """The OpenAI envelopes of one answer."""
+
+    def __init__(self, state: ServerState):
+        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time())
+        self.model = state.model_id
+
+    def completion(self, text: str, finish_reason: str, usage: dict, stats: dict) -> dict:
+        return {
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                         "logprobs": None, "finish_reason": finish_reason}],
+            "usage": usage, "stats": stats,
+        }
+
+    def chunk(self, delta: dict, finish_reason: str | None = None, **extra) -> dict:
+        return {
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}], **extra,
+        }
+
+    def usage_chunk(self, usage: dict) -> dict:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "system_fingerprint": None, "choices": [], "usage": usage}
+
+
+async def _stream(reply: Reply, gen: Generation, include_usage: bool):
+    yield sse(reply.chunk({"role": "assistant", "content": ""}))
+    try:
+        async with aclosing(gen.deltas()) as deltas:
+            async for text in deltas:
+                yield sse(reply.chunk({"content": text}))
+    except APIError as exc:
+        yield sse(exc.body())
+        return
+    yield sse(reply.chunk({}, gen.openai_finish_reason, stats=public_stats(gen.stats)))
+    if include_usage:
+        yield sse(reply.usage_chunk(usage(gen.stats)))
+    yield sse("[DONE]")
+
+
+async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTTPRequest, form: re.Match):
+    code = form["code"].removeprefix("\n")
+    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    if max_tokens is not None and max_tokens > state.max_tokens_limit:
+        raise APIError(422, f"max_tokens: {max_tokens} is over this server's limit of {state.max_tokens_limit} tokens",
+                       param="max_tokens")
+    try:
+        req = ApplyRequest(initial_code=code, edit_snippet=form["update"].removeprefix("\n"),
+                           instruction=(form["instruction"] or "").strip() or None, max_tokens=max_tokens)
+    except ApplyError as exc:
+        raise apply_error(exc) from None
+    run = ApplyRun(state, req, ROUTE)
+    await run.prepare()
+    reply = Reply(state)
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return SSEResponse(_stream_apply(reply, run, include_usage))
+    result = await run.run(http)
+    if result is None:
+        return None  # the client left
+    return reply.completion(result.merged_code, "stop", _apply_usage(result.usage), result.stats)
+
+
+def _apply_usage(u: dict) -> dict:
+    stats = {"prompt_tokens": u.get("prompt_tokens", 0), "generated_tokens": u.get("completion_tokens", 0),
+             "accepted": u.get("accepted_prediction_tokens", 0),
+             "drafted": u.get("accepted_prediction_tokens", 0) + u.get("rejected_prediction_tokens", 0)}
+    return usage(stats)
+
+
+async def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
+    yield sse(reply.chunk({"role": "assistant", "content": ""}))
+    try:
+        async with aclosing(run.deltas()) as deltas:
+            async for _ in deltas:
+                pass
+    except APIError as exc:
+        yield sse(exc.body())
+        return
+    if run.result is None:
+        return
+    yield sse(reply.chunk({"content": run.result.merged_code}))
+    yield sse(reply.chunk({}, "stop", stats=run.result.stats))
+    if include_usage:
+        yield sse(reply.usage_chunk(_apply_usage(run.result.usage)))
+    yield sse("[DONE]")

@@ -1,0 +1,177 @@
+"""One engine generation seen from HTTP: text deltas cut at stop strings, disconnects, SSE.
+
+`Generation(state, handle, route, stop)` wraps a submitted request. `deltas()` yields its text as
+it is generated; `text(http_request)` collects it for a non-streaming answer while watching the
+client, so a client that hangs up cancels the generation (its KV blocks are freed at the
+engine's next step). For streams, `SSEResponse` closes the generator when the client goes away,
+and the generator's `finally` cancels the request. Either way the outcome is recorded in the
+metrics once (`reason` "disconnect" for a client that left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import Request as HTTPRequest
+from starlette.responses import StreamingResponse
+
+from engine.server.errors import APIError
+
+
+class StopTrimmer:
+    """Cuts streamed text before the first stop string, holding back a possible stop prefix.
+
+    With stop ("END",): push("ab") -> "ab"; push("cE") -> "c" (holds "E"); push("ND!") -> ""
+    and `stopped` is set. At most len(longest stop) - 1 characters are held back at any time.
+    """
+
+    def __init__(self, stop: tuple[str, ...] = ()):
+        self.stop = stop
+        self.hold = max((len(s) for s in stop), default=1) - 1
+        self.pending = ""
+        self.stopped = False
+
+    def push(self, text: str) -> str:
+        if self.stopped or not text:
+            return ""
+        self.pending += text
+        hits = [i for i in (self.pending.find(s) for s in self.stop) if i >= 0]
+        if hits:
+            out, self.pending, self.stopped = self.pending[: min(hits)], "", True
+            return out
+        cut = len(self.pending) - self.hold
+        if cut <= 0:
+            return ""
+        out, self.pending = self.pending[:cut], self.pending[cut:]
+        return out
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+class Generation:
+    def __init__(self, state, handle, route: str, stop: tuple[str, ...] = ()):
+        self.state = state
+        self.handle = handle
+        self.route = route
+        self.trim = StopTrimmer(stop)
+        self.finish_reason: str | None = None
+        self.stats: dict = {}
+        self.finished = False
+        self.disconnected = False
+        self._recorded = False
+
+    async def deltas(self) -> AsyncIterator[str]:
+        """Text deltas until the request finishes; then `finish_reason` and `stats` are set."""
+        service = self.state.service
+        try:
+            async for event in service.astream(self.handle):
+                text = self.trim.push(event.text)
+                if text:
+                    yield text
+                if event.finished:  # the last event: astream ends after it
+                    self.finish_reason, self.stats = event.finish_reason, event.stats
+                elif self.trim.stopped:
+                    # A stop string the engine's own check has not seen yet: stop paying for tokens.
+                    service.cancel(self.handle)
+            if not self.trim.stopped and self.finish_reason not in ("cancelled", "error"):
+                tail = self.trim.flush()
+                if tail:
+                    yield tail
+            if self.trim.stopped:
+                self.finish_reason = "stop"
+            self.finished = not self.disconnected
+        finally:
+            if not self.finished:
+                service.cancel(self.handle)
+                self.disconnected = True
+            self._record()
+        self.raise_for_error()
+
+    async def text(self, http: HTTPRequest) -> str:
+        """The whole text (non-streaming), cancelling the request if the client hangs up."""
+        watcher = watch_disconnect(http, self._disconnect)
+        try:
+            return "".join([d async for d in self.deltas()])
+        finally:
+            watcher.cancel()
+
+    def _disconnect(self) -> None:
+        self.disconnected = True
+        self.state.service.cancel(self.handle)
+
+    def raise_for_error(self) -> None:
+        if self.finish_reason == "error" or self.stats.get("error"):
+            raise APIError(500, f"generation failed in the engine: {self.stats.get('error', 'unknown error')}")
+
+    def _record(self) -> None:
+        if self._recorded:
+            return
+        self._recorded = True
+        reason = "disconnect" if self.disconnected else self.finish_reason
+        self.state.metrics.observe_generation(self.route, self.stats, reason)
+
+    @property
+    def openai_finish_reason(self) -> str:
+        return "length" if self.finish_reason == "length" else "stop"
+
+
+def watch_disconnect(http: HTTPRequest, on_disconnect) -> asyncio.Task:
+    """A task that calls `on_disconnect()` when the client of `http` hangs up (cancel it when done).
+
+    The body has been read by then, so the next ASGI message can only be the disconnect."""
+    async def watch():
+        while (await http.receive())["type"] != "http.disconnect":
+            pass
+        on_disconnect()
+
+    return asyncio.create_task(watch())
+
+
+def usage(stats: dict) -> dict:
+    """OpenAI's usage object from engine stats. Predicted-output counts are the lookup drafts that
+    verification accepted / rejected (the prediction is the drafter's first source)."""
+    prompt, completion = stats.get("prompt_tokens", 0), stats.get("generated_tokens", 0)
+    accepted = stats.get("accepted", 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": stats.get("cached_prompt_tokens", 0)},
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": accepted,
+            "rejected_prediction_tokens": stats.get("drafted", 0) - accepted,
+            "reasoning_tokens": 0,
+        },
+    }
+
+
+def public_stats(stats: dict) -> dict:
+    """The speculative-decoding stats a response reports (engine stats minus internals)."""
+    keys = ("steps", "drafted", "accepted", "accepted_per_step", "accepted_per_step_hist", "acceptance_rate",
+            "ttft_ms", "tokens_per_second", "seconds")
+    return {k: stats[k] for k in keys if k in stats}
+
+
+def sse(payload: dict | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n"
+
+
+class SSEResponse(StreamingResponse):
+    """Server-sent events that always close their generator, so its `finally` runs at once when a
+    client disconnects (whichever way the ASGI server reports it)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, content):
+        super().__init__(content, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()

@@ -1,0 +1,114 @@
+"""Prometheus metrics (`GET /metrics`), in a registry of the app's own.
+
+Request side, counted by the ASGI middleware `RequestMetrics` for every response:
+  editapply_http_requests_total{route, method, status}, editapply_http_request_duration_seconds{route}
+  (until the last byte, so a stream counts whole).
+Generation side, observed when a request finishes (`Metrics.observe_generation`):
+  editapply_prompt_tokens_total / editapply_generated_tokens_total{route},
+  editapply_draft_tokens_total / editapply_accepted_draft_tokens_total{route},
+  editapply_tokens_per_step (histogram: tokens committed per verify step),
+  editapply_time_to_first_token_seconds{route}, editapply_requests_finished_total{route, reason}
+  (stop, length, cancelled, error, disconnect).
+Engine state, read from `service.load()` at each scrape:
+  editapply_queue_waiting, editapply_running, editapply_kv_blocks_total, editapply_kv_blocks_free,
+  editapply_kv_usage_ratio, editapply_engine_steps_total.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300)
+STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 15, 16, 24, 32, 48, 64)
+
+
+class Metrics:
+    def __init__(self, service):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("editapply_http_requests", "HTTP requests by route, method and status",
+                                ["route", "method", "status"], registry=r)
+        self.latency = Histogram("editapply_http_request_duration_seconds", "Request latency until the last byte",
+                                 ["route"], buckets=LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram("editapply_time_to_first_token_seconds", "Time to the first generated token",
+                              ["route"], buckets=LATENCY_BUCKETS, registry=r)
+        self.prompt_tokens = Counter("editapply_prompt_tokens", "Prompt tokens of finished requests", ["route"], registry=r)
+        self.generated = Counter("editapply_generated_tokens", "Tokens generated", ["route"], registry=r)
+        self.drafted = Counter("editapply_draft_tokens", "Draft tokens proposed by the drafters", ["route"], registry=r)
+        self.accepted = Counter("editapply_accepted_draft_tokens", "Draft tokens accepted by verification", ["route"], registry=r)
+        self.per_step = Histogram("editapply_tokens_per_step", "Tokens committed per verify step (accepted drafts + 1)",
+                                  buckets=STEP_BUCKETS, registry=r)
+        self.finished = Counter("editapply_requests_finished", "Generations by how they ended", ["route", "reason"], registry=r)
+        r.register(EngineCollector(service))
+
+    def observe_generation(self, route: str, stats: dict, reason: str | None) -> None:
+        """Record one finished (or abandoned) generation from its engine stats."""
+        self.finished.labels(route, reason or "unknown").inc()
+        if not stats:
+            return
+        self.prompt_tokens.labels(route).inc(stats.get("prompt_tokens") or 0)
+        self.generated.labels(route).inc(stats.get("generated_tokens") or 0)
+        self.drafted.labels(route).inc(stats.get("drafted") or 0)
+        self.accepted.labels(route).inc(stats.get("accepted") or 0)
+        if stats.get("ttft_ms") is not None:
+            self.ttft.labels(route).observe(stats["ttft_ms"] / 1000)
+        for k, n in (stats.get("accepted_per_step_hist") or {}).items():
+            for _ in range(int(n)):
+                self.per_step.observe(int(k))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class EngineCollector:
+    """Gauges read from the engine at scrape time (no bookkeeping on the hot path)."""
+
+    def __init__(self, service):
+        self.service = service
+
+    def collect(self):
+        load = self.service.load()
+        total, free = load.get("kv_blocks_total", 0), load.get("kv_blocks_free", 0)
+        for name, doc, value in (
+            ("editapply_queue_waiting", "Requests waiting for the engine", load.get("waiting", 0)),
+            ("editapply_running", "Requests being generated", load.get("running", 0)),
+            ("editapply_kv_blocks_total", "KV cache blocks", total),
+            ("editapply_kv_blocks_free", "Free KV cache blocks", free),
+            ("editapply_kv_usage_ratio", "Fraction of KV cache blocks in use", (total - free) / total if total else 0.0),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
+        yield CounterMetricFamily("editapply_engine_steps", "Engine steps run", value=load.get("steps", 0))
+
+
+class RequestMetrics:
+    """ASGI middleware: count every response by route template and status, and time it."""
+
+    def __init__(self, app, metrics: Metrics, paths: frozenset[str] = frozenset()):
+        self.app = app
+        self.metrics = metrics
+        self.paths = paths  # the app's fixed route paths, for responses sent before routing (401, 413)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        status = 500
+
+        async def send_status(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            # The router leaves the matched route in the scope; unknown paths share one label.
+            route = getattr(scope.get("route"), "path", None)
+            if route is None:
+                route = scope["path"] if scope["path"] in self.paths else "unmatched"
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - start)

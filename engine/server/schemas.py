@@ -1,0 +1,146 @@
+"""Request bodies, as pydantic models: the OpenAPI schema clients and the fuzzer read.
+
+Models are strict (a number is not a string, a bool is not 0/1) and every bound the engine
+enforces is in the schema, so a request that passes validation can run. `max_tokens` has no
+maximum here: the app writes the server's limit into its OpenAPI schema (`app.py`). Unknown
+fields are ignored, as OpenAI's API does.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+
+
+def _valid_unicode(value: str) -> str:
+    # JSON may spell a lone surrogate (\ud800); the tokenizer cannot encode one.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"text must be valid Unicode: unpaired surrogate U+{ord(value[exc.start]):04X} "
+                         f"at character {exc.start}") from None
+    return value
+
+
+def _integral(value):
+    # JSON Schema counts 2.0 as an integer; strict pydantic would not.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def integer(**bounds):
+    """A strict int within `bounds` that also takes integral floats (bounds first: they stay in the schema)."""
+    return Annotated[int, Field(**bounds), BeforeValidator(_integral)]
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
+StopString = Annotated[str, StringConstraints(min_length=1, max_length=256), AfterValidator(_valid_unicode)]
+Question = Annotated[str, StringConstraints(min_length=1), AfterValidator(_valid_unicode)]
+DocumentId = Annotated[str, StringConstraints(max_length=256), AfterValidator(_valid_unicode)]
+PathText = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_valid_unicode)]
+ModelName = Annotated[str, Field(max_length=512, description="The served model's name (GET /v1/models); optional")]
+MaxTokens = Annotated[integer(ge=1) | None, Field(description="Tokens to generate at most; default: the rest of the context")]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
+
+
+class Sampling(Body):
+    temperature: float | None = Field(None, ge=0, le=2, description="0 = greedy")
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: integer(ge=0, le=1_000_000) | None = Field(None, description="0 = off (an extension)")
+    seed: integer(ge=0, lt=2**63) | None = None
+    stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
+        None, description="Up to 4 strings; the text is cut before the first one generated")
+    max_tokens: MaxTokens = None
+
+
+class TextPart(Body):
+    type: Literal["text"]
+    text: Text
+
+
+Content = Text | list[TextPart]
+
+
+class Message(Body):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Content
+    name: str | None = None
+
+
+class Prediction(Body):
+    """OpenAI's predicted output: text the answer is expected to repeat (the first lookup source)."""
+
+    type: Literal["content"]
+    content: Content
+
+
+class StreamOptions(Body):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(Sampling):
+    model: ModelName | None = None
+    messages: list[Message] = Field(min_length=1, max_length=4096)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_completion_tokens: MaxTokens = None
+    n: integer(ge=1, le=1) | None = Field(None, description="Only 1 is supported")
+    prediction: Prediction | None = None
+    logprobs: bool | None = Field(None, description="Not supported: must be false or absent")
+    user: str | None = None
+
+
+class ApplyRequestBody(Body):
+    """The fields of `engine.apply.pipeline.ApplyRequest`, plus `model` and `stream`."""
+
+    model: ModelName | None = None
+    initial_code: Text = Field(description="The file as it is now")
+    edit_snippet: Text | None = Field(
+        None, description="The lazy edit snippet ('... existing code ...' marks elided code), or a unified diff; "
+                          "empty or absent with an instruction = rewrite by instruction")
+    instruction: Text | None = Field(None, description="What the edit does, in words")
+    language: str | None = Field(None, max_length=64, description="Language name; default: from `path`")
+    path: PathText | None = None
+    mode: Literal["auto", "deterministic", "model"] = Field(
+        "auto", description="auto: the deterministic merge when it is certain, else the model")
+    prompt_form: Literal["rewrite", "draft"] | None = None
+    use_prediction: bool = Field(True, description="Draft from the predicted merge (false: from the file and snippet only)")
+    stream: bool = False
+    max_tokens: MaxTokens = None
+
+
+class Document(Body):
+    id: DocumentId | None = None
+    text: Text
+
+
+class RagRequest(Sampling):
+    model: ModelName | None = None
+    documents: list[Document] = Field(min_length=1, max_length=256)
+    question: Question
+    stream: bool = False
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+ERRORS = {status: {"model": ErrorBody, "description": what} for status, what in (
+    (400, "Malformed JSON, invalid UTF-8, or a request over the context limit"),
+    (401, "Missing or wrong API key"),
+    (404, "Unknown model"),
+    (413, "Request body over the size limit"),
+    (415, "Body is not JSON"),
+    (422, "A field failed validation"),
+    (503, "Engine overloaded; retry after Retry-After seconds"),
+)}

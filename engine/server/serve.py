@@ -1,0 +1,58 @@
+"""`editapply serve`: load the model, start the engine thread, run the app under uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+          log_level: str = "info") -> int:
+    import uvicorn
+
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.server.app import create_app
+    from engine.server.settings import ServerSettings
+    from engine.service import EngineService
+
+    if not 0 <= port <= 65535:
+        return _fail(f"--port must be in [0, 65535], got {port}")
+    try:
+        settings = ServerSettings.from_env(api_key=api_key)
+        cfg = EngineConfig.from_env(model=model)
+    except ValueError as exc:
+        return _fail(str(exc))
+    if not settings.api_key and not _is_loopback(host):
+        print(f"editapply: warning: serving on {host} without an API key; anyone who can reach it can use it "
+              "(set --api-key or EDITAPPLY_API_KEY)", file=sys.stderr)
+    try:
+        engine = LLMEngine(cfg)
+    except (RuntimeError, OSError, ValueError) as exc:  # not installed, bad folder, checksum, bad config
+        return _fail(f"cannot load the model: {exc}")
+    service = EngineService(engine)
+    app = create_app(service, settings)
+    auth = "bearer token required" if settings.api_key else "no authentication"
+    print(f"editapply: serving {app.state.editapply.model_id} on http://{host}:{port} ({auth}; "
+          f"device {cfg.torch_device}, context {cfg.max_model_len} tokens)", file=sys.stderr)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    finally:
+        service.shutdown()
+    return EXIT_OK
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _fail(message: str) -> int:
+    print(f"editapply: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT

@@ -1,0 +1,89 @@
+"""What every route needs: the engine service, the settings, the metrics, and the checks they share."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from fastapi import Request as HTTPRequest
+from starlette.concurrency import run_in_threadpool
+
+from engine.engine import RequestError
+from engine.sequence import Request
+from engine.server.errors import APIError
+from engine.server.metrics import Metrics
+from engine.server.settings import ServerSettings, model_names
+
+
+@dataclass
+class ServerState:
+    service: object  # engine.service.EngineService (or anything with its protocol)
+    settings: ServerSettings
+    metrics: Metrics
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def model_id(self) -> str:
+        return self.settings.model_id or model_names(self.service.cfg.model)[0]
+
+    @property
+    def tokenizer(self):
+        return self.service.tokenizer
+
+    @property
+    def context_limit(self) -> int:
+        return self.service.cfg.max_model_len
+
+    @property
+    def max_tokens_limit(self) -> int:
+        return self.settings.max_tokens_limit or self.context_limit
+
+    def check_model(self, name: str | None) -> None:
+        if name is None or name in (self.model_id, *model_names(self.service.cfg.model)):
+            return
+        raise APIError(404, f"the model {name!r} does not exist here; this server serves {self.model_id!r} (GET /v1/models)",
+                       param="model", code="model_not_found")
+
+    def check_capacity(self) -> None:
+        """503 with Retry-After when more requests wait for the engine than the bound allows."""
+        waiting = self.service.load()["waiting"]
+        if waiting >= self.settings.max_queue:
+            raise APIError(503, f"the engine is overloaded: {waiting} requests are waiting (limit {self.settings.max_queue}); "
+                                f"retry in {self.settings.retry_after_s} s",
+                           headers={"Retry-After": str(self.settings.retry_after_s)})
+
+    def max_tokens(self, prompt_tokens: int, requested: int | None, param: str = "max_tokens") -> int:
+        """The max_tokens to run with; 400/422 when the request cannot fit the context."""
+        limit = self.context_limit
+        if prompt_tokens + 1 > limit:
+            raise APIError(400, f"the prompt is {prompt_tokens} tokens; the model's context limit is {limit} tokens "
+                                "(prompt + output)", param="messages", code="context_length_exceeded")
+        if requested is None:
+            return min(self.max_tokens_limit, limit - prompt_tokens)
+        if requested > self.max_tokens_limit:
+            raise APIError(422, f"{param}: {requested} is over this server's limit of {self.max_tokens_limit} tokens",
+                           param=param)
+        if prompt_tokens + requested > limit:
+            raise APIError(400, f"the prompt is {prompt_tokens} tokens and {param} asks for {requested} more: "
+                                f"{prompt_tokens + requested} tokens, over the model's context limit of {limit} tokens",
+                           param=param, code="context_length_exceeded")
+        return requested
+
+    def submit(self, request: Request):
+        """Queue `request` on the engine (after the overload check); the handle streams via astream."""
+        self.check_capacity()
+        try:
+            return self.service.submit(request, loop=asyncio.get_running_loop())
+        except RequestError as exc:
+            code = "context_length_exceeded" if "limit" in str(exc) or "KV cache" in str(exc) else "invalid_request"
+            raise APIError(400, str(exc), code=code) from None
+
+
+def get_state(request: HTTPRequest) -> ServerState:
+    return request.app.state.editapply
+
+
+async def offload(fn, *args, **kwargs):
+    """Run CPU work (tokenizing, templating, merging) off the event loop."""
+    return await run_in_threadpool(fn, *args, **kwargs)
