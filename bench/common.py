@@ -30,6 +30,8 @@ def machine() -> str:
 
 
 def commit() -> str:
+    if os.environ.get("EDITAPPLY_COMMIT"):  # set on machines that get the tree without .git (device runs)
+        return os.environ["EDITAPPLY_COMMIT"]
     try:
         root = BENCH.parent
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root)

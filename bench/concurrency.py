@@ -53,9 +53,13 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     results, rows = {}, []
     top = max(args.levels)
-    engine = LLMEngine(EngineConfig.from_env(model=args.model, max_num_seqs=top, max_model_len=16384))
+    # No prefix caching: both modes pay every prefill (the plain run must not warm the spec run).
+    engine = LLMEngine(EngineConfig.from_env(model=args.model, max_num_seqs=top, max_model_len=16384,
+                                             enable_prefix_caching=False))
     cases = build_cases(engine.tokenizer, load_dev(args.cases or None))
     cases.sort(key=lambda c: len(c["prompt_ids"]))
+    cap = lambda c: min(c["max_tokens"], args.max_tokens) if args.max_tokens else c["max_tokens"]
+    engine.warmup(max(len(c["prompt_ids"]) + cap(c) for c in cases), list(range(1, top + 1)))
     for n in args.levels:
         engine.scheduler.max_num_seqs = n
         for mode, (drafter, k) in MODES.items():

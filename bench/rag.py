@@ -58,8 +58,11 @@ def workload(model: str, doc_tokens: int, questions: int, max_tokens: int) -> di
     engine = LLMEngine(EngineConfig.from_env(model=model, max_model_len=max(16384, doc_tokens + 2048), max_num_seqs=1))
     doc, names = build_document(engine.tokenizer, doc_tokens)
     names = names[:: max(1, len(names) // questions)][:questions]
+    if len(names) < 2:
+        raise SystemExit(f"the {doc_tokens}-token document defines {len(names)} function(s); need 2+ questions")
     qs = [f"Quote the complete definition of `{n}` exactly as it appears in the document." for n in names]
     list(engine.generate(Request(engine.tokenizer.encode("warm up"), SamplingParams(max_tokens=2))))
+    engine.warmup(len(engine.tokenizer.encode(doc)) + 512)
     rows = []
     for i, q in enumerate(qs):
         s = ask(engine, doc, q, max_tokens)
@@ -98,7 +101,7 @@ def kl_per_format(engine: LLMEngine, model: str, text_tokens: list[int]) -> list
         lp = logits_with(fmt).log_softmax(-1)
         kl = (ref.exp() * (ref - lp)).sum(-1).mean().item()
         top1 = (ref.argmax(-1) == lp.argmax(-1)).float().mean().item()
-        rows.append([fmt, kl, top1])
+        rows.append([fmt, f"{kl:.5f}", f"{top1:.3f}"])
     return rows
 
 

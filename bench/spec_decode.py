@@ -45,7 +45,8 @@ def build_cases(tok, rows, margin: int = 64) -> list[dict]:
 
     cases = []
     for r in rows:
-        prompt = build_apply_prompt(r["original"], r["update_snippet"], r["instruction"], r["language"])
+        # The plain apply prompt (original + snippet), as every peer sees it.
+        prompt = build_apply_prompt(r["original"], r["update_snippet"], r["instruction"], r["language"], form="rewrite")
         merged = merge(r["original"], r["update_snippet"], language=r["language"]).text
         expected_answer = prompt.predicted_answer(r["expected"])
         cases.append({
@@ -206,6 +207,7 @@ def main(argv=None) -> None:
     rows = load_dev(args.limit or None, spread=not args.smallest)
     cases = build_cases(engine.tokenizer, rows)
     list(engine.generate(Request(cases[0]["prompt_ids"][:64], SamplingParams(max_tokens=4))))  # warm-up
+    engine.warmup(max(len(c["prompt_ids"]) + c["max_tokens"] for c in cases))  # CUDA graphs, outside the timing
     results = {}
     for name in args.configs:
         drafter, k, pred = OURS[name]

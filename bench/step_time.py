@@ -120,11 +120,18 @@ def check_graphs_match_eager(folder: Path, device: str) -> dict:
         spec = [t for ev in eng.generate(Request(prompt, SamplingParams(max_tokens=40, ignore_eos=True),
                                                  sources={"prediction": source}, drafter="lookup"))
                 for t in ev.token_ids]
-        outs[eager] = (plain, spec)
+        # A batch of three (graphs pad it to four rows), different lengths, drafts and none.
+        seqs = [eng.add_request(Request(prompt[: 200 + 37 * i], SamplingParams(max_tokens=30, ignore_eos=True),
+                                        sources={"prediction": source}, drafter=d))
+                for i, d in enumerate(("lookup", "none", "lookup"))]
+        while eng.has_work():
+            eng.step()
+        outs[eager] = (plain, spec, [s.output_ids for s in seqs])
         del eng
     results["graphs_equal_eager_plain"] = outs[True][0] == outs[False][0]
     results["graphs_equal_eager_spec"] = outs[True][1] == outs[False][1]
     results["spec_equal_plain"] = outs[False][0] == outs[False][1]
+    results["graphs_equal_eager_batch3"] = outs[True][2] == outs[False][2]
     return results
 
 

@@ -2,7 +2,8 @@
 
 On the GPU a small model's step is dominated by kernel launches (hundreds per step), so verify and
 decode steps replay a captured graph. A graph is shape-static, so a step is padded to a fixed
-shape: B sequences, each fed exactly `Tq` tokens (Tq = 1 for plain decode, K for verify blocks; a
+shape: B sequences (the batch rounded up to a power of two; idle rows write to a scratch slot),
+each fed exactly `Tq` tokens (Tq = 1 for plain decode, K for verify blocks; a
 shorter draft is padded with copies of its last token, whose K/V land in rejected-tail positions
 that are overwritten later anyway), and a slot-table width rounded up to a multiple of
 WIDTH_STEP (attention reads the whole width, so coarser buckets cost real time). One graph
@@ -43,24 +44,43 @@ class _Graph:
         with torch.cuda.graph(self.graph, pool=pool):
             self.hidden = model(self.input_ids, self.positions, self.meta, layers)
 
-    def replay(self, ids, positions, meta: AttentionMetadata) -> torch.Tensor:
-        self.input_ids.copy_(ids)
-        self.positions.copy_(positions)
-        self.meta.slot_mapping.copy_(meta.slot_mapping)
-        self.meta.slot_tables.copy_(meta.slot_tables)
-        self.meta.q_positions.copy_(meta.q_positions)
+    def replay(self, ids, positions, meta: AttentionMetadata, scratch_slot: int) -> torch.Tensor:
+        """Run the graph on a batch of up to its B sequences; rows past the batch are idle
+        (token 0 at position 0, written to the scratch slot)."""
+        T, B = ids.numel(), meta.slot_tables.shape[0]
+        self.input_ids[:T].copy_(ids)
+        self.input_ids[T:].zero_()
+        self.positions[:T].copy_(positions)
+        self.positions[T:].zero_()
+        self.meta.slot_mapping[:T].copy_(meta.slot_mapping)
+        self.meta.slot_mapping[T:].fill_(scratch_slot)
+        self.meta.slot_tables[:B].copy_(meta.slot_tables)
+        self.meta.slot_tables[B:].zero_()
+        self.meta.q_positions[:B].copy_(meta.q_positions)
+        self.meta.q_positions[B:].zero_()
         self.graph.replay()
-        return self.hidden
+        return self.hidden[:T]
 
 
 class GraphRunner:
     def __init__(self, runner):
         self.runner = runner
-        self.max_batch = runner.cfg.max_num_seqs
+        self.max_batch = 1 << (runner.cfg.max_num_seqs - 1).bit_length()
         self.verify_tokens = runner.cfg.verify_tokens
         self.graphs: dict[tuple[int, int, int], _Graph] = {}
         self.pool = torch.cuda.graph_pool_handle()
         self.scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
+
+    def capture(self, batch_sizes: list[int], max_context: int) -> int:
+        """Capture every graph that steps of these batch sizes up to `max_context` will need, so
+        that no capture lands inside a timed or latency-sensitive step. Returns how many."""
+        widths = range(WIDTH_STEP, -(-(max_context + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP + 1, WIDTH_STEP)
+        for b in sorted({1 << (n - 1).bit_length() for n in batch_sizes if n <= self.max_batch}):
+            for tq in sorted({1, self.verify_tokens}):
+                for width in widths:
+                    if (b, tq, width) not in self.graphs:
+                        self.graphs[(b, tq, width)] = _Graph(self.runner, b, tq, width, self.pool, self.scratch_slot)
+        return len(self.graphs)
 
     def can_run(self, batch) -> bool:
         """Decode/verify steps only (every feed within one verify block), no prefill chunks."""
@@ -74,12 +94,13 @@ class GraphRunner:
         padded = [(seq, feed + [feed[-1]] * (Tq - len(feed))) for seq, feed in batch]
         need = max(seq.num_cached + Tq for seq, _ in batch)
         width = -(-need // WIDTH_STEP) * WIDTH_STEP
-        key = (len(batch), Tq, width)
+        rows = 1 << (len(batch) - 1).bit_length()  # batch sizes in powers of two: fewer graphs
+        key = (rows, Tq, width)
         if key not in self.graphs:
-            self.graphs[key] = _Graph(self.runner, len(batch), Tq, width, self.pool, self.scratch_slot)
+            self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.scratch_slot)
         ids, positions, meta = self.runner.prepare(padded, width=width)
-        hidden = self.graphs[key].replay(ids, positions, meta)
+        hidden = self.graphs[key].replay(ids, positions, meta, self.scratch_slot)
         if Tq == 1 or all(len(f) == Tq for _, f in batch):
             return hidden
-        rows = torch.cat([torch.arange(i * Tq, i * Tq + len(f)) for i, (_, f) in enumerate(batch)])
-        return hidden[rows.to(hidden.device)]
+        keep = torch.cat([torch.arange(i * Tq, i * Tq + len(f)) for i, (_, f) in enumerate(batch)])
+        return hidden[keep.to(hidden.device)]

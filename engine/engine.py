@@ -57,6 +57,11 @@ class LLMEngine:
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
 
     # ---- requests -------------------------------------------------------------------------
+    def warmup(self, max_context: int, batch_sizes: list[int] = (1,)) -> int:
+        """Capture the CUDA graphs these batch sizes need up to `max_context` tokens (no-op on CPU)."""
+        graphs = self.runner.graphs
+        return graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len)) if graphs else 0
+
     def check_request(self, request: Request) -> None:
         """Raise RequestError if `request` can never run on this engine."""
         n = len(request.prompt_ids)

@@ -16,6 +16,9 @@ keeps a **cursor**: the position in the source predicted to come next in the con
   long identical stretches.
 * The drafting source is the one with the longest run (capped at `max_match`); ties go to the
   higher priority.
+* A source named `prediction` is the predicted output itself (e.g. the deterministic merge of an
+  edit): it is aligned with the output, so its cursor starts at its first token, fully trusted,
+  and the very first generated tokens are drafted from it before any suffix could match.
 
 **Draft length.** A source's *run* is its match length at the anchor plus every committed token
 that matched since. The draft is `ceil(growth * run)` tokens, at most `max_tokens`: a fresh 2-token
@@ -45,6 +48,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 
 NgramIndex = dict[tuple[int, ...], list[int]]
+PREDICTION = "prediction"  # the source that is the predicted output, aligned with its first token
 
 
 def index_ngrams(tokens: list[int], n: int, index: NgramIndex | None = None, start: int = 0) -> NgramIndex:
@@ -189,6 +193,9 @@ class LookupDrafter:
         long_match = min(max(long_match, min_match), max_match)
         self.keys = (long_match, min_match) if long_match > min_match else (min_match,)
         self._sources = [_Source(name, list(toks), self.keys) for name, toks in sources.items()]
+        for src in self._sources:
+            if src.name == PREDICTION and src.tokens:
+                src.cursor, src.run = 0, max_match
         # The most recent repetition of generated text is the likeliest to repeat again.
         self._generated = _Source("generated", [], self.keys, ref=sys.maxsize)
         self._sources.append(self._generated)
@@ -202,7 +209,8 @@ class LookupDrafter:
             raise ValueError(f"context shrank from {self._seen} to {len(context)} tokens; drafters expect it to grow")
         if self._seen == 0 and self.prompt_as_source and self.prompt_len > 0:
             self._sources.append(_Source("prompt", list(context[: self.prompt_len]), self.keys))
-        new = context[self._seen :]
+        # Cursors follow output tokens only; the prompt is never part of a source's continuation.
+        new = context[max(self._seen, self.prompt_len) :]
         if len(context) > self.prompt_len:
             self._generated.extend(context[max(self.prompt_len, self._seen) :])
         self._seen = len(context)

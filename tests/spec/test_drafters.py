@@ -135,10 +135,17 @@ def test_a_longer_match_beats_a_nearer_one():
     assert d.propose(PROMPT + [7, 1, 2, 3], 15) == [0, 0, 8, 2, 3, 5, 5]  # length 4 at 4, not (2, 3) at 9
 
 
+def test_prediction_drafts_from_the_first_output_token():
+    """The predicted output is aligned with the output: no suffix match needed to start."""
+    d = lookup(prediction=list(range(100, 140)), original=list(range(100, 140)))
+    assert d.propose(PROMPT, 15) == list(range(100, 115))
+    assert d.last_source == "prediction"
+
+
 def test_prediction_has_priority_on_equal_runs():
     d = lookup(prediction=[1, 2, 3, 4, 5, 6, 7, 8], original=[1, 2, 3, 4, 5, 9, 9, 9])
     ctx = PROMPT + [1, 2]
-    assert d.propose(ctx, 15) == [3, 4, 5, 6]
+    assert d.propose(ctx, 15) == [3, 4, 5, 6, 7, 8]  # trusted from the start: the whole rest
     assert d.last_source == "prediction"
     ctx += [3, 4, 5, 6, 7]  # original misses at 6; prediction holds
     assert d.propose(ctx, 15) == [8]
@@ -147,7 +154,7 @@ def test_prediction_has_priority_on_equal_runs():
 def test_a_source_with_a_longer_run_beats_priority():
     d = lookup(prediction=[1, 2, 3, 4, 5, 6, 7, 8, 9], original=[1, 2, 3, 40, 41, 42, 43, 44, 45])
     ctx = PROMPT + [1, 2]
-    assert d.propose(ctx, 15) == [3, 4, 5, 6]
+    assert d.propose(ctx, 15) == [3, 4, 5, 6, 7, 8, 9]
     ctx += [3, 40]  # 3 accepted, 40 recovered: the model follows the original, not the prediction
     assert d.propose(ctx, 15) == [41, 42, 43, 44, 45]
     assert d.last_source == "original"
