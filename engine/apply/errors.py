@@ -52,3 +52,42 @@ class Problem:
     def __str__(self) -> str:
         where = f" (line {self.line})" if self.line is not None else ""
         return f"{self.name}{where}: {self.reason}"
+
+
+class BinaryFileError(ApplyError):
+    """The input holds NUL bytes: a binary file, not source code."""
+
+    def __init__(self, what: str = "the file") -> None:
+        super().__init__(f"{what} is binary (it contains NUL bytes); only text files can be edited")
+
+
+class InvalidUtf8Error(ApplyError):
+    """The input's bytes are not valid UTF-8."""
+
+    def __init__(self, what: str, error: UnicodeDecodeError) -> None:
+        super().__init__(f"{what} is not valid UTF-8 (byte 0x{error.object[error.start]:02x} at offset {error.start})")
+
+
+class NoMatchError(ApplyError):
+    """Deterministic mode only: no segment of the snippet matches anywhere in the file."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("the snippet matches nowhere in the file, so it cannot be merged without the model"
+                         + (f" ({detail})" if detail else ""))
+
+
+class ContextTooLongError(ApplyError):
+    """The prompt plus the expected answer do not fit the model's context window."""
+
+    def __init__(self, prompt_tokens: int, max_tokens: int, limit: int) -> None:
+        self.prompt_tokens, self.max_tokens, self.limit = prompt_tokens, max_tokens, limit
+        super().__init__(f"file too large for the model's context: the prompt is {prompt_tokens} tokens and the answer "
+                         f"needs up to {max_tokens} more, over the {limit}-token context")
+
+
+class NeedsModelError(ApplyError):
+    """The request can only be served by the model, and none is available or allowed."""
+
+
+class ApplyCancelled(Exception):
+    """The caller cancelled the apply (a cancel event, or the stream was closed) while generating."""

@@ -1,0 +1,176 @@
+"""`editapply apply FILE [SNIPPET|-]`: the diff-preview tool over the apply pipeline.
+
+Reads the file and the snippet (refusing binary, invalid UTF-8, empty input), runs `apply_edit`
+here -- loading the model only when the request needs it, after the context check -- or on a
+server (`--engine URL`), shows the diff (coloured on a terminal, exact text when piped) with a
+live progress line while the model writes, then a summary on stderr. `--write` replaces the file
+atomically (files.py), refusing when validation failed (unless `--force`) or the file changed on
+disk meanwhile. `--json` prints the `POST /v1/apply` response object instead of the diff.
+
+Exit codes: 0 applied or previewed; 1 validation failed, or the write was refused; 2 bad input.
+On every failure the file is left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from engine.apply.errors import ApplyCancelled, ApplyError, EmptySnippetError
+from engine.apply.files import FileChangedError, decode_source, read_source, write_atomic
+from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Progress, apply_edit, prepare
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"), ("\\", "dim"))
+
+
+def run_apply(args, err: Console) -> int:
+    try:
+        source = read_source(args.file)
+        snippet = _read_snippet(args.snippet)
+        req = ApplyRequest(source.text, snippet, args.instruction, args.language, args.file, _mode(args),
+                           args.prompt_form, args.max_tokens)
+        result = _remote(args, req) if args.engine else _local(args, req, err)
+    except (ApplyCancelled, KeyboardInterrupt):
+        err.print("editapply: interrupted; nothing written", markup=False, highlight=False)
+        return EXIT_INTERRUPTED
+    except ValueError as exc:  # ApplyError, engine RequestError, bad configuration: bad input
+        return _fail(err, exc, EXIT_BAD_INPUT)
+    except RuntimeError as exc:  # the engine or the server failed
+        return _fail(err, exc, EXIT_FAILED)
+    if args.json:
+        sys.stdout.write(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _print_diff(result.diff)
+        _print_summary(err, result)
+    return _finish(args, err, source, result)
+
+
+def _fail(err: Console, exc: Exception, code: int) -> int:
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    err.print(f"editapply: {reason}", markup=False, highlight=False, soft_wrap=True)
+    return code
+
+
+def _mode(args) -> str:
+    if args.no_model and args.mode not in (None, "deterministic"):
+        raise ApplyError(f"--no-model contradicts --mode {args.mode}")
+    return "deterministic" if args.no_model else (args.mode or "auto")
+
+
+def _read_snippet(arg: str | None) -> str | None:
+    """The snippet text; None when no SNIPPET was given. A given but empty snippet is bad input."""
+    if arg is None:
+        return None
+    text = decode_source(sys.stdin.buffer.read(), "the snippet (stdin)") if arg == "-" else read_source(arg, f"snippet {arg}").text
+    if not text.strip():
+        raise EmptySnippetError()
+    return text
+
+
+def _remote(args, req: ApplyRequest) -> ApplyResult:
+    from engine.apply.client import remote_apply
+
+    return remote_apply(args.engine, req)
+
+
+def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
+    if req.edit_snippet is None and not (req.instruction or "").strip():
+        raise ApplyError("nothing to apply: give a SNIPPET file (or - for stdin), or --instruction")
+    plan = prepare(req)
+    if not plan.needs_model:
+        return apply_edit(None, req, plan=plan)
+    from engine.apply.model_path import build_job
+    from engine.config import EngineConfig
+    from engine.loader import registry
+    from engine.tokenizer import Tokenizer
+
+    cfg = EngineConfig.from_env(model=args.model)
+    try:
+        folder = registry.resolve(cfg.model)
+    except (RuntimeError, ValueError, OSError) as exc:  # not installed, not a model folder
+        raise ApplyError(str(exc)) from None
+    # The context check needs only the tokenizer: a file too large fails before the model loads.
+    job = build_job(plan, Tokenizer(folder), cfg.max_model_len, req.prompt_form or DEFAULT_PROMPT_FORM,
+                    req.max_tokens, req.use_prediction)
+    err.print(f"{plan.reason}: the model writes the file", markup=False, highlight=False, soft_wrap=True, style="dim")
+    with err.status(f"loading {os.path.basename(str(cfg.model).rstrip('/'))}"):
+        from engine.engine import LLMEngine
+        from engine.service import EngineService
+
+        engine = EngineService(LLMEngine(cfg))
+    try:
+        first = Text(f"prefilling {job.prompt_tokens} prompt tokens ...", style="dim")
+        with Live(first, console=err, transient=True, refresh_per_second=8) as live:
+            return apply_edit(engine, req, on_progress=lambda p: live.update(_progress_line(p, job.max_tokens)),
+                              plan=plan, job=job)
+    finally:
+        engine.shutdown()
+
+
+def _progress_line(p: Progress, max_tokens: int) -> Text:
+    return Text(f"generating: {p.tokens}/{max_tokens} tokens · {p.tokens_per_second:.1f} tok/s · "
+                f"{p.accepted_per_step:.2f} accepted/step · {p.steps} steps", style="cyan")
+
+
+def _print_diff(diff: str) -> None:
+    if not sys.stdout.isatty():
+        sys.stdout.write(diff)  # exact text: `editapply apply f s > fix.patch` is a patch
+        sys.stdout.flush()
+        return
+    out = Console(highlight=False, soft_wrap=True)
+    for line in diff.splitlines():
+        style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), None)
+        out.print(Text(line.rstrip("\r"), style=style or ""))
+
+
+def _print_summary(err: Console, result: ApplyResult) -> None:
+    s, u = result.stats, result.usage
+    line = f"{s['path']} path · {s['reason']}"
+    if s["path"] == "model":
+        ttft = f"{s['ttft_ms'] / 1000:.1f} s" if s.get("ttft_ms") is not None else "-"
+        line += (f"\n{u['completion_tokens']} tokens in {s['seconds']:.1f} s · {s['tokens_per_second']:.1f} tok/s · "
+                 f"{s['accepted_per_step']:.2f} accepted/step over {s['steps']} steps · prompt {u['prompt_tokens']} tokens, "
+                 f"first token after {ttft} · prediction tokens accepted {u['accepted_prediction_tokens']}, "
+                 f"rejected {u['rejected_prediction_tokens']} · prompt form {s['prompt_form']}")
+    else:
+        line += f" · {s['seconds'] * 1000:.0f} ms"
+    err.print(line, markup=False, highlight=False, soft_wrap=True)
+    if not result.diff:
+        err.print("no changes", markup=False, highlight=False)
+    verdict = Text("validation ok", style="green") if result.ok else Text("validation failed", style="bold red")
+    err.print(verdict)
+    for p in result.validation.problems:
+        err.print(Text(f"  {p.severity}: {p}", style="red" if p.severity == "error" else "yellow"), soft_wrap=True)
+
+
+def _finish(args, err: Console, source, result: ApplyResult) -> int:
+    """Write (or not) and choose the exit code."""
+    def say(text: str, style: str = "") -> None:
+        err.print(Text(text, style=style), soft_wrap=True)
+
+    if not args.write:
+        if not result.ok:
+            say(f"{args.file} not written (preview only); validation failed", "red")
+            return EXIT_FAILED
+        if result.diff:
+            say(f"preview only: pass --write to change {args.file}", "dim")
+        return EXIT_OK
+    if not result.ok and not args.force:
+        say(f"refusing to write {args.file}: validation failed (pass --force to write anyway)", "bold red")
+        return EXIT_FAILED
+    if result.merged_code == source.text:
+        say(f"{args.file} unchanged; nothing to write", "dim")
+        return EXIT_OK
+    try:
+        write_atomic(source, result.merged_code)
+    except FileChangedError as exc:
+        say(f"editapply: {exc}", "bold red")
+        return EXIT_FAILED
+    say(f"wrote {args.file}" + (" (forced past failed validation)" if not result.ok else ""), "green")
+    return EXIT_OK

@@ -1,0 +1,177 @@
+"""The model half of the apply pipeline: prompt, lookup sources, context check, answer -> file.
+
+`build_job` turns a `Plan` (pipeline.py) into an engine `Request`:
+
+* the prompt (`prompts/apply.py`): `rewrite` or `draft` form for a snippet, the `instruction`
+  form without one; every text is LF-only in the prompt (CRLF originals are restored after);
+* lookup sources in priority order: `prediction` (the answer the model writes if the best
+  deterministic merge -- possibly partial -- is right), `original`, `snippet`;
+* greedy decoding with `max_tokens` sized from the expected answer plus a margin, and a stop at
+  the closing fence. A prompt plus answer over the engine's context raises `ContextTooLongError`
+  here, before anything is generated.
+
+`finish` parses the answer, splices a rewritten region back into the file, and gives every line
+the original's ending (`restore_endings`). Two checks hold the model's file to what the merge
+knows, when it placed every segment: `untouched_kept` (original lines outside every segment come
+through verbatim and in order -- small models drop a file's head, stop early, or "improve" lines
+nobody asked about) and `snippet_kept` (every snippet line is there -- they also keep the
+original's line where the snippet changed it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+from engine.apply.errors import ContextTooLongError, Problem
+from engine.apply.text import CRLF, join_lines, line_matcher, split_lines
+from prompts.apply import ApplyPrompt, build_apply_prompt, build_instruction_prompt
+
+CLOSE_SLACK = 8  # tokens past the expected answer: closing fence and end of turn
+
+
+def lf(text: str | None) -> str:
+    return (text or "").replace("\r\n", "\n")
+
+
+def restore_endings(original: str, text: str) -> str:
+    """`text` (LF endings) with the line endings of `original`: unchanged lines keep their own
+    ending (mixed files stay mixed), new lines take the original's dominant one."""
+    orig = split_lines(original)
+    if CRLF not in orig.eols:
+        return text
+    new = split_lines(text)
+    eols = [orig.eol if e else "" for e in new.eols]
+    for a, b, size in line_matcher(orig.lines, new.lines).get_matching_blocks():
+        for i in range(size):
+            if new.eols[b + i]:
+                eols[b + i] = orig.eols[a + i] or orig.eol
+    return join_lines(new.lines, eols)
+
+
+@dataclass
+class ModelJob:
+    """An engine request and what is needed to turn its answer back into the file."""
+
+    prompt: ApplyPrompt
+    request: "Request"  # engine.sequence.Request
+    prompt_tokens: int
+    max_tokens: int
+    head: str  # LF text of the file before the rewritten part ('' unless a region is rewritten)
+    body: str  # LF text the model rewrites (the file, or a region of it)
+    tail: str  # LF text after it
+
+
+def _margin(expected: int, instruction_only: bool) -> int:
+    # An instruction may add much (docstrings everywhere); a snippet's additions are in the prediction.
+    return 64 + expected // 4 if instruction_only else 32 + expected // 8
+
+
+def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | None = None,
+              use_prediction: bool = True) -> ModelJob:
+    """The engine request for `plan`; raises ContextTooLongError when it cannot fit."""
+    # Imported here: the deterministic path (and bad-input exits) need not load torch.
+    from engine.sampling import SamplingParams
+    from engine.sequence import Request
+
+    req = plan.request
+    original = lf(req.initial_code)
+    head = tail = ""
+    body = original
+    snippet = lf(req.edit_snippet)
+    if plan.kind == "instruction":
+        part = None
+        if plan.region is not None:
+            r = plan.region
+            lines = split_lines(original)
+            head = join_lines(lines.lines[: r.start], lines.eols[: r.start])
+            body = join_lines(lines.lines[r.start : r.end], lines.eols[r.start : r.end])
+            tail = join_lines(lines.lines[r.end :], lines.eols[r.end :])
+            where = os.path.basename(req.path) if req.path else "the file"
+            part = f"only {', '.join(r.names)} (lines {r.start + 1}-{r.end} of {where})"
+        prompt = build_instruction_prompt(body, req.instruction, plan.language, part)
+        predicted = body
+    else:
+        usable = plan.candidate is not None and plan.merge_status != "unmatched"
+        predicted = lf(plan.candidate) if plan.candidate is not None else original
+        prompt = build_apply_prompt(original, snippet, req.instruction, plan.language,
+                                    draft=predicted if usable else None, form=form)
+    prompt_ids = prompt.prompt_ids(tokenizer)
+    prediction = tokenizer.encode(prompt.predicted_answer(predicted))
+    expected = len(prediction) + CLOSE_SLACK
+    if plan.kind != "instruction" and plan.merge_status not in ("exact", "fuzzy", "diff"):
+        expected += len(tokenizer.encode(snippet))  # segments the merge could not place
+    room = max_model_len - len(prompt_ids)
+    if max_tokens is None:
+        if room < expected:
+            raise ContextTooLongError(len(prompt_ids), expected, max_model_len)
+        max_tokens = min(expected + _margin(expected, plan.kind == "instruction"), room)
+    elif max_tokens > room:
+        raise ContextTooLongError(len(prompt_ids), max_tokens, max_model_len)
+    sources = {"prediction": prediction} if use_prediction else {}
+    sources["original"] = tokenizer.encode(original)
+    if snippet.strip():
+        sources["snippet"] = tokenizer.encode(snippet)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=("\n" + prompt.fence_close,))
+    return ModelJob(prompt, Request(prompt_ids, params, sources=sources), len(prompt_ids), max_tokens, head, body, tail)
+
+
+def closed(job: ModelJob, answer: str) -> bool:
+    """Whether the answer reached its closing fence (else max_tokens cut it off)."""
+    return any(line.strip() == job.prompt.fence_close for line in lf(answer).split("\n"))
+
+
+def finish(job: ModelJob, answer: str, original: str) -> str:
+    """The new file: the answer parsed, spliced between head and tail, with original endings."""
+    text = job.prompt.parse(answer, job.body)
+    return restore_endings(original, job.head + text + job.tail)
+
+
+def untouched_kept(original: str, text: str, merge) -> Problem | None:
+    """A problem when `text` lost or changed original lines that no snippet segment covers.
+
+    Only for a merge whose segments were all placed (`merge.ok`): the blocks of original lines
+    between their spans are searched for in `text`, whole and in order. A model that writes the
+    merge passes by construction; one that drops or rewrites an untouched line does not.
+    """
+    if merge is None or not merge.ok:
+        return None
+    orig = split_lines(original).lines
+    spans = sorted((r.start, r.end) for r in merge.segments if r.start is not None)
+    blocks, cursor = [], 0
+    for start, end in spans + [(len(orig), len(orig))]:
+        if start > cursor:
+            blocks.append((cursor, start))
+        cursor = max(cursor, end)
+    haystack = "\n" + "\n".join(split_lines(text).lines) + "\n"
+    pos, lost = 0, []
+    for a, b in blocks:
+        at = haystack.find("\n" + "\n".join(orig[a:b]) + "\n", pos)
+        if at < 0:
+            lost.append((a, b))
+        else:
+            pos = at + 1 + len("\n".join(orig[a:b]))
+    if not lost:
+        return None
+    lines = sum(b - a for a, b in lost)
+    a, b = lost[0]
+    return Problem("untouched_lines_changed", f"{len(lost)} stretch(es) of original lines that the snippet does not "
+                   f"touch ({lines} lines) are not in the result verbatim (first: original lines {a + 1}-{b})", line=a + 1)
+
+
+def snippet_kept(text: str, merge) -> Problem | None:
+    """A problem when lines of the snippet's code are missing from `text` (compared stripped).
+
+    Small models copy the original where the snippet changed it; this is the check for that.
+    Only for a merge whose segments were all placed: then the merge holds every snippet line.
+    """
+    if merge is None or not merge.ok or merge.snippet is None:
+        return None
+    want = Counter(l.strip() for seg in merge.snippet.segments for l in seg.lines if l.strip())
+    missing = want - Counter(l.strip() for l in split_lines(text).lines)
+    if not missing:
+        return None
+    first = next(l.strip() for seg in merge.snippet.segments for l in seg.lines if l.strip() in missing)
+    return Problem("snippet_lines_missing", f"{sum(missing.values())} line(s) of the snippet are not in the result "
+                   f"(first: {first[:80]!r}): the snippet's change was not (fully) applied")

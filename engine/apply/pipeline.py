@@ -1,0 +1,364 @@
+"""The apply pipeline: one function the CLI, the HTTP API and the language server all call.
+
+    result = apply_edit(engine, ApplyRequest(initial_code=text, edit_snippet=snippet, path="app.py"))
+    result.as_dict()  # {merged_code, diff, validation, usage, stats}: the `POST /v1/apply` response
+
+Modes (`ApplyRequest.mode`), and which path serves the request (`stats.path`):
+
+* `auto` (default): the deterministic merge when its status is `exact`, its confidence is at least
+  HIGH_CONFIDENCE and its result validates; otherwise the model, with the best (partial) merge as
+  the predicted output the lookup drafter reads first. Should the model's result fail validation
+  where the merge passed it, the merge is returned (with a `model_failed_validation` warning);
+* `model`: always the model (the merge still predicts its output);
+* `deterministic`: never the model; a snippet that matches nowhere is bad input (`NoMatchError`).
+
+A unified diff as the snippet is applied with `apply_unified_diff` (a diff that applies is exact).
+An instruction without a snippet goes to the model, which rewrites the top-level definitions the
+instruction names (`targets.py`), spliced back, or else the whole file.
+
+The steps are public so a caller can fail fast and load a model only when needed (the CLI does):
+`prepare(req) -> Plan` checks the input and decides the path without a model; `build_job` (in
+model_path.py) checks the context with only a tokenizer; `iter_apply` yields `Progress` events
+then the `ApplyResult`. Closing that iterator, or setting `cancel_event` in `apply_edit`,
+cancels the generation. Bad input raises an `ApplyError` (errors.py); a result that fails its
+checks is returned with `validation.ok` false, for the caller to decide.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from engine.apply.diff import apply_unified_diff, unified_diff
+from engine.apply.errors import (
+    ApplyCancelled, ApplyError, BinaryFileError, DiffError, EmptySnippetError, NeedsModelError,
+    NoMatchError, Problem,
+)
+from engine.apply.languages import detect_language
+from engine.apply.merge import MergeResult, merge
+from engine.apply.model_path import ModelJob, build_job, closed, finish, snippet_kept, untouched_kept
+from engine.apply.snippet import strip_fences
+from engine.apply.targets import Region, find_region
+from engine.apply.validate import Validation, validate
+from prompts.apply import FORMS
+
+MODES = ("auto", "model", "deterministic")
+# Measured on the dev set with the model path forced (bench/RESULTS.md, "Apply quality").
+DEFAULT_PROMPT_FORM = "draft"
+HIGH_CONFIDENCE = 0.9
+_DIFF_START = re.compile(r"^(--- |\+\+\+ |diff --git |Index: |@@)")
+_HUNK = re.compile(r"^@@.*@@")
+
+
+@dataclass
+class ApplyRequest:
+    """One apply request; checked on construction (bad values raise `ApplyError`)."""
+
+    initial_code: str
+    edit_snippet: str | None = None  # None or "" with an instruction = instruction-only
+    instruction: str | None = None  # the task without a snippet; with one, shown by the rewrite form only
+    language: str | None = None  # None = from `path`
+    path: str | None = None
+    mode: str = "auto"
+    prompt_form: str | None = None  # rewrite | draft; None = DEFAULT_PROMPT_FORM
+    max_tokens: int | None = None  # None = the expected answer's size plus a margin
+    use_prediction: bool = True  # False drafts from original/snippet only (to measure what the merge buys)
+
+    def __post_init__(self):
+        if not isinstance(self.initial_code, str):
+            raise ApplyError("initial_code must be a string")
+        for name in ("edit_snippet", "instruction", "language", "path", "prompt_form"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise ApplyError(f"{name} must be a string or null")
+        if "\0" in self.initial_code:
+            raise BinaryFileError("the file")
+        if self.edit_snippet and "\0" in self.edit_snippet:
+            raise BinaryFileError("the snippet")
+        if self.mode not in MODES:
+            raise ApplyError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.prompt_form is not None and self.prompt_form not in FORMS:
+            raise ApplyError(f"prompt_form must be one of {', '.join(FORMS)}, got {self.prompt_form!r}")
+        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
+                                            or self.max_tokens < 1):
+            raise ApplyError(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
+
+    @classmethod
+    def from_dict(cls, body: dict) -> "ApplyRequest":
+        """From a `POST /v1/apply` body; keys other than the fields (e.g. `stream`) are ignored."""
+        known = {f for f in cls.__dataclass_fields__}
+        if not isinstance(body, dict) or "initial_code" not in body:
+            raise ApplyError("the request needs initial_code")
+        return cls(**{k: v for k, v in body.items() if k in known})
+
+    def as_dict(self) -> dict:
+        """The request body for `POST /v1/apply`: fields left at their defaults are omitted."""
+        defaults = ApplyRequest("")
+        return {k: v for k, v in self.__dict__.items() if k == "initial_code" or v != getattr(defaults, k)}
+
+
+@dataclass
+class ApplyResult:
+    """What every front end returns; `as_dict()` is the `POST /v1/apply` response."""
+
+    merged_code: str
+    diff: str
+    validation: Validation
+    usage: dict
+    stats: dict
+
+    @property
+    def ok(self) -> bool:
+        return self.validation.ok
+
+    @property
+    def path(self) -> str:
+        return self.stats["path"]
+
+    def as_dict(self) -> dict:
+        return {
+            "merged_code": self.merged_code,
+            "diff": self.diff,
+            "validation": {"ok": self.validation.ok,
+                           "problems": [{"name": p.name, "reason": p.reason, "severity": p.severity, "line": p.line}
+                                        for p in self.validation.problems]},
+            "usage": dict(self.usage),
+            "stats": dict(self.stats),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ApplyResult":
+        v = d["validation"]
+        problems = tuple(Problem(p["name"], p["reason"], p.get("severity", "error"), p.get("line")) for p in v["problems"])
+        return cls(d["merged_code"], d["diff"], Validation(bool(v["ok"]), problems), d["usage"], d["stats"])
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One stream increment while the model writes: the new answer text and running figures."""
+
+    text: str
+    tokens: int
+    steps: int
+    tokens_per_second: float
+    accepted_per_step: float
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """What `prepare` decided, before any model runs."""
+
+    request: ApplyRequest
+    language: str
+    kind: str  # snippet | diff | instruction
+    path: str  # deterministic | model
+    reason: str
+    candidate: str | None = None  # the deterministic result (maybe partial): the predicted output
+    merge_status: str = "none"  # a merge status, or diff | diff_failed | none (instruction-only)
+    confidence: float | None = None
+    merge: MergeResult | None = None
+    problems: tuple[Problem, ...] = ()  # the merge's or the diff's own findings
+    validation: Validation | None = None  # of `candidate`
+    region: Region | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def needs_model(self) -> bool:
+        return self.path == "model"
+
+
+def looks_like_diff(snippet: str) -> bool:
+    """Whether the snippet is a unified diff (maybe fenced) rather than a lazy edit snippet."""
+    excerpts, _ = strip_fences(snippet, "diff")
+    lines = [line for excerpt in excerpts for line in excerpt if line.strip()]
+    return bool(lines) and bool(_DIFF_START.match(lines[0])) and any(_HUNK.match(l) for l in lines)
+
+
+def prepare(req: ApplyRequest) -> Plan:
+    """Check the request and decide its path; no model needed. Raises ApplyError for bad input."""
+    try:
+        language = detect_language(req.path, req.language)
+    except ValueError as exc:
+        raise ApplyError(str(exc)) from None
+    original, snippet = req.initial_code, req.edit_snippet or ""
+    if not snippet.strip():
+        if not (req.instruction or "").strip():
+            raise EmptySnippetError()
+        if req.mode == "deterministic":
+            raise NeedsModelError("an instruction without a snippet needs the model; mode 'deterministic' cannot serve it")
+        region = find_region(original, req.instruction, language)
+        what = f"rewrite {', '.join(region.names)}" if region else "rewrite the whole file"
+        return Plan(req, language, "instruction", "model", f"instruction only: {what}", region=region)
+    if looks_like_diff(snippet):
+        return _plan_diff(req, language)
+    result = merge(original, snippet, language)  # raises EmptySnippetError / MarkerOnlySnippetError
+    if req.mode == "deterministic" and result.status == "unmatched":
+        raise NoMatchError("; ".join(p.reason for p in result.problems if p.severity == "error"))
+    check = validate(original, result, language=language)
+    trusted = result.status == "exact" and result.confidence >= HIGH_CONFIDENCE and check.ok
+    path, reason = _choose(req.mode, trusted, f"merge {result.status}, confidence {result.confidence:.2f}"
+                           + ("" if check.ok else f", validation failed: {', '.join(check.names)}"))
+    return Plan(req, language, "snippet", path, reason, result.text, result.status, result.confidence,
+                result, result.problems, check)
+
+
+def _plan_diff(req: ApplyRequest, language: str) -> Plan:
+    try:
+        text = apply_unified_diff(req.initial_code, req.edit_snippet)
+    except DiffError as exc:
+        if req.mode == "deterministic":
+            raise
+        return Plan(req, language, "diff", "model", f"the diff does not apply ({exc})", merge_status="diff_failed",
+                    problems=(Problem("diff_failed", str(exc), "warning"),))
+    # A diff says exactly what it deletes: no mass-deletion doubt.
+    check = validate(req.initial_code, text, language=language, allow_deletion=True)
+    path, reason = _choose(req.mode, check.ok, "unified diff applied" + ("" if check.ok else ", validation failed"))
+    return Plan(req, language, "diff", path, reason, text, "diff", 1.0, validation=check)
+
+
+def _choose(mode: str, trusted: bool, why: str) -> tuple[str, str]:
+    if mode == "deterministic":
+        return "deterministic", f"mode deterministic; {why}"
+    if mode == "model":
+        return "model", f"mode model; {why}"
+    return ("deterministic" if trusted else "model"), f"auto: {why}"
+
+
+def apply_edit(engine, req: ApplyRequest, on_progress: Callable[[Progress], None] | None = None,
+               cancel_event=None, *, plan: Plan | None = None, job: ModelJob | None = None) -> ApplyResult:
+    """Apply `req`; `engine` (the Engine protocol, or an LLMEngine) may be None when no model is
+    wanted. `on_progress` sees every stream increment; `cancel_event.is_set()` (e.g. a
+    `threading.Event`) cancels the generation and raises `ApplyCancelled`."""
+    stream = iter_apply(engine, req, plan=plan, job=job)
+    try:
+        for item in stream:
+            if isinstance(item, ApplyResult):
+                return item
+            if cancel_event is not None and cancel_event.is_set():
+                raise ApplyCancelled("the apply was cancelled")
+            if on_progress is not None:
+                on_progress(item)
+    finally:
+        stream.close()  # cancels a generation still running (an exception, a cancel)
+    raise RuntimeError("iter_apply ended without a result")  # pragma: no cover
+
+
+def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
+               job: ModelJob | None = None) -> Iterator[Progress | ApplyResult]:
+    """`Progress` events while the model writes, then the `ApplyResult`; closing it cancels."""
+    plan = plan or prepare(req)
+    if not plan.needs_model:
+        yield _deterministic_result(plan)
+        return
+    if engine is None:
+        if req.mode == "auto" and plan.candidate is not None:
+            note = Problem("model_unavailable", "the merge was not trusted, but no model is available", "warning")
+            yield _deterministic_result(plan, note)
+            return
+        raise NeedsModelError("this request needs the model, and no engine is available")
+    form = req.prompt_form or DEFAULT_PROMPT_FORM
+    job = job or build_job(plan, engine.tokenizer, engine.cfg.max_model_len, form, req.max_tokens, req.use_prediction)
+    tokens: list[int] = []
+    stats: dict = {}
+    finish_reason = None
+    started = time.perf_counter()  # a caller may have loaded the model since `prepare`
+    events = _events(engine, job.request)
+    try:
+        for event in events:
+            tokens.extend(event.token_ids)
+            stats, finish_reason = event.stats, event.finish_reason
+            if stats.get("error") or finish_reason == "error":
+                raise RuntimeError(f"the engine failed: {stats.get('error', 'unknown error')}")
+            if finish_reason == "cancelled":
+                raise ApplyCancelled("the generation was cancelled")
+            yield Progress(event.text, stats.get("generated_tokens", len(tokens)), stats.get("steps", 0),
+                           stats.get("tokens_per_second", 0.0), stats.get("accepted_per_step", 0.0), stats)
+    finally:
+        events.close()  # a generation still running is cancelled
+    answer = engine.tokenizer.decode(tokens)
+    result = _model_result(plan, job, answer, stats, finish_reason, started)
+    if req.mode == "auto" and not result.ok and plan.validation is not None and plan.validation.ok:
+        # The model made it worse than the (untrusted but valid) merge: return the merge, flagged.
+        note = Problem("model_failed_validation", "the model's result failed validation ("
+                       + ", ".join(p.name for p in result.validation.problems if p.severity == "error")
+                       + "), so the deterministic merge is returned", "warning")
+        fallback = _deterministic_result(plan, note)
+        fallback.usage = result.usage
+        fallback.stats = {**result.stats, "path": "deterministic", "merge_status": plan.merge_status}
+        result = fallback
+    yield result
+
+
+def _events(engine, request):
+    """The request's event stream from an Engine (submit/stream) or a bare LLMEngine (generate)."""
+    if hasattr(engine, "submit"):
+        yield from engine.stream(engine.submit(request))
+    else:
+        yield from engine.generate(request)
+
+
+def _deterministic_result(plan: Plan, note: Problem | None = None) -> ApplyResult:
+    original = plan.request.initial_code
+    text = plan.candidate
+    problems = list(plan.validation.problems) + [p for p in plan.problems if p not in plan.validation.problems]
+    if note is not None:
+        problems.append(note)
+    validation = Validation(not any(p.severity == "error" for p in problems), tuple(problems))
+    stats = _stats(plan, "deterministic", {}, None, None, plan.started)
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+    return ApplyResult(text, unified_diff(original, text, _label(plan.request.path)), validation, usage, stats)
+
+
+def _model_result(plan: Plan, job: ModelJob, answer: str, stats: dict, finish_reason: str | None,
+                  started: float) -> ApplyResult:
+    req = plan.request
+    original = req.initial_code
+    text = finish(job, answer, original)
+    snippet = plan.merge.snippet if plan.merge is not None else None
+    check = validate(original, text, snippet=snippet, language=plan.language, allow_deletion=plan.kind == "diff")
+    problems = list(check.problems)
+    problems += [p for p in (untouched_kept(original, text, plan.merge), snippet_kept(text, plan.merge)) if p]
+    if not closed(job, answer):
+        problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.get('generated_tokens', 0)} "
+                                   f"tokens (max_tokens {job.max_tokens}) before the end of the file"))
+    validation = Validation(not any(p.severity == "error" for p in problems), tuple(problems))
+    drafted, accepted = stats.get("drafted", 0), stats.get("accepted", 0)
+    usage = {"prompt_tokens": stats.get("prompt_tokens", job.prompt_tokens),
+             "completion_tokens": stats.get("generated_tokens", 0),
+             "accepted_prediction_tokens": accepted, "rejected_prediction_tokens": drafted - accepted}
+    out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started)
+    out["max_tokens"] = job.max_tokens
+    return ApplyResult(text, unified_diff(original, text, _label(req.path)), validation, usage, out)
+
+
+def _label(path: str | None) -> str:
+    """The file's name in the diff headers (`a/<label>`): relative, '/'-separated."""
+    return os.path.normpath(path).replace(os.sep, "/").lstrip("/") if path else "file"
+
+
+def _stats(plan: Plan, path: str, engine_stats: dict, finish_reason: str | None, form: str | None,
+           started: float) -> dict:
+    """The result's stats: the engine's figures, which path served it and why, and `seconds`
+    (the merge for the deterministic path; submission to the last token for the model path)."""
+    return {
+        "steps": engine_stats.get("steps", 0),
+        "accepted_per_step": engine_stats.get("accepted_per_step", 0.0),
+        "accepted_per_step_hist": engine_stats.get("accepted_per_step_hist", {}),
+        "tokens_per_second": engine_stats.get("tokens_per_second", 0.0),
+        "ttft_ms": engine_stats.get("ttft_ms"),
+        "path": path,
+        "merge_status": plan.merge_status,
+        "merge_confidence": plan.confidence,
+        "mode": plan.request.mode,
+        "reason": plan.reason,
+        "language": plan.language,
+        "kind": plan.kind,
+        "prompt_form": form,
+        "finish_reason": finish_reason,
+        "drafted": engine_stats.get("drafted", 0),
+        "accepted": engine_stats.get("accepted", 0),
+        "seconds": round(time.perf_counter() - started, 4),
+    }

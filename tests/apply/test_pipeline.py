@@ -1,0 +1,318 @@
+"""The apply pipeline (`apply_edit`): modes and paths, the model path's plumbing, errors, stats.
+
+Two engines: the real CI model (SmolLM2-135M, too weak to merge edits, so its tests assert
+behaviour -- which path ran, the stats and usage it reports, truncation, cancellation, what
+stays untouched -- never quality), and `EchoEngine`, an Engine-protocol stand-in that "writes"
+the predicted output, so that everything around the model (prompt, fence, answer parsing, region
+splicing, line endings) is checked exactly on real dev-set files.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from engine.apply import apply_unified_diff, merge, unified_diff
+from engine.apply.errors import (
+    ApplyCancelled, ApplyError, BinaryFileError, ContextTooLongError, DiffError, EmptySnippetError,
+    MarkerOnlySnippetError, NeedsModelError, NoMatchError,
+)
+from engine.apply.model_path import build_job, restore_endings
+from engine.apply.pipeline import ApplyRequest, ApplyResult, Progress, apply_edit, iter_apply, prepare
+from engine.apply.targets import find_region
+from engine.config import EngineConfig
+from engine.engine import Event, LLMEngine
+from engine.service import EngineService
+from engine.tokenizer import Tokenizer
+from prompts.apply import build_apply_prompt, fence_for, parse_answer
+
+AREA_EXACT = '# ... existing code ...\n    def area(self):\n        """Area in square units."""\n        return self.w * self.h\n# ... existing code ...\n'
+# The changed line has no exact anchor below it: the merge is `fuzzy`, so `auto` asks the model.
+AREA_FUZZY = "# ... existing code ...\n    def area(self):\n        return self.w * self.h * 1\n# ... existing code ...\n"
+RESPONSE_KEYS = {"merged_code", "diff", "validation", "usage", "stats"}
+USAGE_KEYS = {"prompt_tokens", "completion_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens"}
+STATS_KEYS = {"steps", "accepted_per_step", "accepted_per_step_hist", "tokens_per_second", "ttft_ms", "path", "merge_status"}
+
+
+class EchoEngine:
+    """Writes `request.sources['prediction']` back (or `answer(prediction text)`), 16 tokens an
+    event, through the Engine protocol."""
+
+    def __init__(self, tokenizer, max_model_len: int = 1 << 16, answer=None):
+        self.tokenizer = tokenizer
+        self.cfg = SimpleNamespace(max_model_len=max_model_len)
+        self.requests = []
+        self.answer = answer
+
+    def submit(self, request):
+        self.requests.append(request)
+        return request
+
+    def stream(self, request):
+        ids = request.sources["prediction"]
+        if self.answer is not None:
+            ids = self.tokenizer.encode(self.answer(self.tokenizer.decode(ids)))
+        ids = ids[: request.params.max_tokens]
+        for i in range(0, len(ids), 16):
+            last = i + 16 >= len(ids)
+            stats = {"prompt_tokens": len(request.prompt_ids), "generated_tokens": min(i + 16, len(ids)), "steps": i // 16,
+                     "drafted": 0, "accepted": 0, "accepted_per_step": 16.0, "accepted_per_step_hist": {16: i // 16},
+                     "tokens_per_second": 1.0, "ttft_ms": 1.0}
+            yield Event("echo", ids[i : i + 16], "", last, "stop" if last else None, stats)
+
+    def cancel(self, handle):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tokenizer(ci_model_dir):
+    return Tokenizer(ci_model_dir)
+
+
+@pytest.fixture(scope="module")
+def echo(tokenizer):
+    return EchoEngine(tokenizer)
+
+
+@pytest.fixture(scope="module")
+def service(ci_model_dir):
+    svc = EngineService(LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=1536, max_num_seqs=2)))
+    yield svc
+    svc.shutdown()
+
+
+# ---- modes and paths --------------------------------------------------------------------------
+
+def test_deterministic_mode_is_exact_on_the_dev_set(dev_cases):
+    exact = 0
+    for c in dev_cases:
+        result = apply_edit(None, ApplyRequest(c["original"], c["update_snippet"], c["instruction"], path=c["path"],
+                                               mode="deterministic"))
+        assert result.path == "deterministic" and result.usage["completion_tokens"] == 0
+        exact += result.merged_code == c["expected"]
+        if result.merged_code == c["expected"]:
+            assert apply_unified_diff(c["original"], result.diff) == c["expected"]
+    assert exact / len(dev_cases) >= 0.9
+
+
+def test_auto_takes_a_trusted_merge_without_the_model(shapes_py):
+    # No engine at all: a trusted merge must not need one.
+    result = apply_edit(None, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py"))
+    assert result.path == "deterministic" and result.ok and not result.validation.problems
+    assert result.stats["merge_status"] == "exact" and "Area in square units" in result.merged_code
+
+
+def test_auto_sends_an_untrusted_merge_to_the_model(shapes_py, service):
+    req = ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py", max_tokens=24)
+    plan = prepare(req)
+    assert plan.needs_model and plan.merge_status == "fuzzy" and plan.validation.ok
+    result = apply_edit(service, req)
+    d = result.as_dict()
+    assert set(d) == RESPONSE_KEYS and set(d["usage"]) == USAGE_KEYS and STATS_KEYS <= set(d["stats"])
+    s, u = d["stats"], d["usage"]
+    assert s["mode"] == "auto" and s["merge_status"] == "fuzzy" and s["prompt_form"] == "draft"
+    # Usage and stats agree: every token (but the prefill's, where the prefill samples one) came
+    # from a verify step.
+    assert u["completion_tokens"] == 24 and s["finish_reason"] == "length"
+    committed = sum(int(k) * n for k, n in s["accepted_per_step_hist"].items())
+    assert committed in (u["completion_tokens"], u["completion_tokens"] - 1)
+    assert sum(s["accepted_per_step_hist"].values()) == s["steps"] > 0
+    assert u["accepted_prediction_tokens"] + u["rejected_prediction_tokens"] == s["drafted"]
+    assert u["prompt_tokens"] == len(build_job(plan, service.tokenizer, 1536, "draft").request.prompt_ids)
+    # 24 tokens cannot hold the file, so the model's answer fails validation; `auto` then returns
+    # the merge it did not trust, which validates, and says so.
+    assert s["path"] == "deterministic" and result.merged_code == plan.candidate
+    assert [p.name for p in result.validation.problems] == ["model_failed_validation"] and result.ok
+    assert "truncated" in result.validation.problems[0].reason
+
+
+def test_model_mode_always_runs_the_model_and_reports_validation(shapes_py, service):
+    result = apply_edit(service, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model", max_tokens=12))
+    assert result.path == "model" and result.stats["merge_status"] == "exact" and result.usage["completion_tokens"] == 12
+    v = result.as_dict()["validation"]
+    assert not v["ok"] and v["problems"][0]["name"] == "truncated"  # reported, not hidden
+    assert v["ok"] == (not any(p["severity"] == "error" for p in v["problems"]))
+    assert {"name", "reason", "severity", "line"} <= set(v["problems"][0])
+
+
+@pytest.mark.parametrize("form", ["rewrite", "draft"])
+def test_both_prompt_forms_predict_the_merge(shapes_py, tokenizer, form):
+    plan = prepare(ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model"))
+    job = build_job(plan, tokenizer, 4096, form)
+    rendered = tokenizer.decode(job.request.prompt_ids, skip_special=False)
+    assert ("<draft>" in rendered) == (form == "draft")
+    assert list(job.request.sources) == ["prediction", "original", "snippet"]
+    assert tokenizer.decode(job.request.sources["prediction"]) == plan.candidate + "```"
+    assert job.request.params.greedy and job.max_tokens > len(job.request.sources["prediction"])
+
+
+# ---- the model path's plumbing, exactly (EchoEngine) --------------------------------------------
+
+def test_model_path_reproduces_expected_when_the_model_writes_the_merge(dev_cases, echo):
+    """Prompt, fence, answer parsing and final-newline handling over every dev file (some have no
+    final newline)."""
+    for c in dev_cases:
+        result = apply_edit(echo, ApplyRequest(c["original"], c["update_snippet"], c["instruction"], path=c["path"], mode="model"))
+        assert result.path == "model" and result.stats["finish_reason"] == "stop"
+        assert result.merged_code == merge(c["original"], c["update_snippet"], c["language"]).text, c["id"]
+        assert result.validation.ok or c["id"] == "encode/httpx@e51b2125c9:noxfile.py", (c["id"], result.validation.names)
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("drop the head", "untouched_lines_changed"),
+    ("drop the tail", "untouched_lines_changed"),
+    ("touch a line", "untouched_lines_changed"),
+    ("ignore the snippet", "snippet_lines_missing"),
+])
+def test_a_model_that_strays_from_the_merge_fails_validation(shapes_py, tokenizer, damage, problem):
+    def answer(prediction: str) -> str:
+        lines = prediction.split("\n")
+        if damage == "drop the head":
+            return "\n".join(lines[2:])
+        if damage == "drop the tail":
+            return "\n".join(lines[:-4] + lines[-1:])  # keeps the closing fence
+        if damage == "touch a line":
+            return prediction.replace("print(s.area())", "print(s.area(), flush=True)")
+        return prediction.replace('        """Area in square units."""\n', "")  # the original's copy bias
+
+    req = ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model")
+    result = apply_edit(EchoEngine(tokenizer, answer=answer), req)
+    assert not result.ok and [p.name for p in result.validation.problems if p.severity == "error"] == [problem]
+
+
+def test_crlf_files_come_back_crlf(dev_cases, echo):
+    for c in dev_cases[:12]:
+        original, expected = c["original"].replace("\n", "\r\n"), c["expected"].replace("\n", "\r\n")
+        result = apply_edit(echo, ApplyRequest(original, c["update_snippet"], path=c["path"], mode="model"))
+        prompt_text = echo.tokenizer.decode(echo.requests[-1].prompt_ids)
+        assert "\r" not in prompt_text  # the model sees LF only
+        assert result.merged_code == expected, c["id"]
+
+
+def test_mixed_line_endings_keep_each_unchanged_line_ending():
+    original = "a = 1\r\nb = 2\nc = 3\r\n"
+    assert restore_endings(original, "a = 1\nb = 2\nx = 0\nc = 3\n") == "a = 1\r\nb = 2\nx = 0\r\nc = 3\r\n"
+    assert restore_endings("a\nb", "a\nb\nc") == "a\nb\nc"
+
+
+def test_a_file_with_fence_lines_gets_a_longer_fence(echo):
+    original = 'def doc():\n    """Example:\n\n    ```python\n    doc()\n    ```\n    """\n    return 1\n'
+    snippet = "def doc():\n    # ... existing code ...\n    return 2\n"
+    assert fence_for(original) == "````"
+    result = apply_edit(echo, ApplyRequest(original, snippet, path="doc.py", mode="model"))
+    assert result.merged_code == original.replace("return 1", "return 2")
+    assert parse_answer("x\n```\ny\n", "a\n") == "x\n"
+
+
+def test_instruction_only_rewrites_the_named_definition_and_splices_it_back(shapes_py, echo):
+    region = find_region(shapes_py, "Add type hints to main", "python")
+    assert region is not None and region.names == ("main",)
+    result = apply_edit(echo, ApplyRequest(shapes_py, None, "Add type hints to main", path="shapes.py"))
+    assert result.path == "model" and result.stats["kind"] == "instruction" and "main" in result.stats["reason"]
+    prompt_text = echo.tokenizer.decode(echo.requests[-1].prompt_ids)
+    assert "def main(argv):" in prompt_text and "def perimeter" not in prompt_text  # only the region is sent
+    assert result.merged_code == shapes_py
+
+
+def test_instruction_only_splice_keeps_the_rest_byte_identical(shapes_py, service):
+    """The real model rewrites `main`; whatever it writes, the lines outside it are untouched."""
+    result = apply_edit(service, ApplyRequest(shapes_py, "", "Make main return 1", path="shapes.py", max_tokens=40))
+    assert result.stats["kind"] == "instruction" and result.path == "model"
+    lines = shapes_py.splitlines(keepends=True)
+    head, tail = "".join(lines[:18]), "".join(lines[22:])
+    assert result.merged_code.startswith(head) and result.merged_code.endswith(tail)
+
+
+def test_instruction_without_a_target_rewrites_the_whole_file(shapes_py):
+    assert find_region(shapes_py, "Sort the imports", "python") is None
+    assert prepare(ApplyRequest(shapes_py, None, "Sort the imports", path="shapes.py")).region is None
+
+
+def test_a_unified_diff_is_applied_as_the_edit(dev_cases):
+    c = dev_cases[0]
+    diff = unified_diff(c["original"], c["expected"], c["path"])
+    result = apply_edit(None, ApplyRequest(c["original"], diff, path=c["path"]))
+    assert result.path == "deterministic" and result.stats["merge_status"] == "diff"
+    assert result.merged_code == c["expected"]
+    with pytest.raises(DiffError):
+        apply_edit(None, ApplyRequest(c["original"], "--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n-nope\n+yes\n", mode="deterministic"))
+
+
+# ---- limits, errors, cancellation -----------------------------------------------------------------
+
+def test_a_file_over_the_context_fails_before_generating(dev_cases, service):
+    big = max(dev_cases, key=lambda c: len(c["original"]))
+    steps = service.steps
+    with pytest.raises(ContextTooLongError, match="too large for the model's context"):
+        apply_edit(service, ApplyRequest(big["original"], big["update_snippet"], path=big["path"], mode="model"))
+    assert service.steps == steps
+
+
+@pytest.mark.parametrize("req, error", [
+    (dict(edit_snippet=""), EmptySnippetError),
+    (dict(edit_snippet="  \n"), EmptySnippetError),
+    (dict(edit_snippet="# ... existing code ...\n"), MarkerOnlySnippetError),
+    (dict(edit_snippet="# ... existing code ...\nzzz = 1\n# ... existing code ...\n", mode="deterministic"), NoMatchError),
+    (dict(edit_snippet=None, instruction="Make main return 1", mode="deterministic"), NeedsModelError),
+    (dict(edit_snippet="x = 1\0\n"), BinaryFileError),
+    (dict(edit_snippet="x = 1\n", mode="fast"), ApplyError),
+    (dict(edit_snippet="x = 1\n", prompt_form="essay"), ApplyError),
+    (dict(edit_snippet="x = 1\n", language="klingon"), ApplyError),
+])
+def test_bad_input_raises_a_specific_error(shapes_py, req, error):
+    with pytest.raises(error):
+        apply_edit(None, ApplyRequest(shapes_py, path="shapes.py", **req))
+
+
+def test_model_mode_without_an_engine_is_refused(shapes_py):
+    with pytest.raises(NeedsModelError):
+        apply_edit(None, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model"))
+
+
+def test_cancel_event_stops_the_generation_and_frees_its_blocks(shapes_py, service):
+    free = service.engine.kv.allocator.num_free
+    cancel, seen = threading.Event(), []
+
+    def on_progress(p: Progress):
+        seen.append(p)
+        cancel.set()
+
+    with pytest.raises(ApplyCancelled):
+        apply_edit(service, ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py", max_tokens=200), on_progress, cancel)
+    assert len(seen) == 1
+    wait_until(lambda: service.engine.kv.allocator.num_free == free and not service.engine.running)
+
+
+def test_closing_the_stream_cancels_the_generation(shapes_py, service):
+    free = service.engine.kv.allocator.num_free
+    stream = iter_apply(service, ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py", max_tokens=200))
+    first = next(stream)
+    assert isinstance(first, Progress) and first.tokens >= 1
+    stream.close()
+    wait_until(lambda: service.engine.kv.allocator.num_free == free and not service.engine.running)
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_request_and_result_round_trip_as_json(shapes_py):
+    req = ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="deterministic")
+    assert ApplyRequest.from_dict({**req.as_dict(), "stream": False}) == req
+    assert req.as_dict().keys() == {"initial_code", "edit_snippet", "path", "mode"}
+    result = apply_edit(None, req)
+    assert ApplyResult.from_dict(result.as_dict()).as_dict() == result.as_dict()
+    with pytest.raises(ApplyError):
+        ApplyRequest.from_dict({"edit_snippet": "x"})
+
+
+def test_draft_form_without_a_draft_falls_back_to_rewrite(shapes_py):
+    prompt = build_apply_prompt(shapes_py, AREA_EXACT, form="draft", draft=None)
+    assert prompt.form == "rewrite"

@@ -1,0 +1,253 @@
+"""`editapply apply` as a real subprocess: exit codes, one-line reasons, the file left untouched on
+every failure (bytes and mtime), atomic `--write` keeping the mode, `--json`, `--no-model`, the
+model path with the CI model, and `--engine URL` against a stand-in server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from engine.apply.errors import ApplyError
+from engine.apply.files import FileChangedError, read_source, write_atomic
+from engine.apply.pipeline import ApplyRequest, apply_edit
+from tests.apply.conftest import SHAPES_PY
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD = 1_000_000_000  # a fixed mtime in the past, so "unchanged" is checkable to the nanosecond
+INSERT = '# ... existing code ...\n    def area(self):\n        """Area in square units."""\n        return self.w * self.h\n# ... existing code ...\n'
+BROKEN = "# ... existing code ...\n    def area(self:\n        return self.w * self.h\n# ... existing code ...\n"
+UNMATCHED = "# ... existing code ...\nzzz = qqq(1)\n# ... existing code ...\n"
+
+
+def editapply(*args: str, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine.cli", "apply", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, env={**os.environ, **(env or {})}, timeout=300)
+
+
+@pytest.fixture
+def target(tmp_path) -> Path:
+    path = tmp_path / "shapes.py"
+    path.write_text(SHAPES_PY)
+    os.utime(path, ns=(OLD, OLD))
+    return path
+
+
+def snippet_file(tmp_path, data: str | bytes, name: str = "snippet.txt") -> str:
+    path = tmp_path / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return str(path)
+
+
+def assert_untouched(path: Path, data: bytes | None = None) -> None:
+    assert path.read_bytes() == (data if data is not None else SHAPES_PY.encode())
+    assert path.stat().st_mtime_ns == OLD
+
+
+def one_line(stderr: bytes) -> str:
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("editapply: ")
+    return lines[0]
+
+
+# ---- bad input: exit 2, a one-line reason, nothing touched ------------------------------------
+
+BAD_SNIPPETS = {
+    "empty snippet": ("", "empty"),
+    "whitespace snippet": ("  \n\n", "empty"),
+    "marker-only snippet": ("# ... existing code ...\n", "only elision markers"),
+    "binary snippet": (b"x = 1\0\n", "binary"),
+    "invalid UTF-8 snippet": (b"x = '\xff'\n", "not valid UTF-8"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_SNIPPETS)
+def test_a_bad_snippet_is_exit_2(tmp_path, target, name):
+    data, reason = BAD_SNIPPETS[name]
+    run = editapply(str(target), snippet_file(tmp_path, data), "--write", "--no-model")
+    assert run.returncode == 2 and reason in one_line(run.stderr)
+    assert_untouched(target)
+
+
+@pytest.mark.parametrize("data, reason", [(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "binary"),
+                                          (b"caf\xe9 = 1\n", "not valid UTF-8")])
+def test_a_binary_or_invalid_utf8_file_is_exit_2(tmp_path, data, reason):
+    path = tmp_path / "file.py"
+    path.write_bytes(data)
+    os.utime(path, ns=(OLD, OLD))
+    run = editapply(str(path), snippet_file(tmp_path, INSERT), "--write")
+    assert run.returncode == 2 and reason in one_line(run.stderr)
+    assert_untouched(path, data)
+
+
+def test_a_missing_file_is_exit_2(tmp_path):
+    run = editapply(str(tmp_path / "nope.py"), snippet_file(tmp_path, INSERT))
+    assert run.returncode == 2 and "no such file" in one_line(run.stderr)
+    assert not (tmp_path / "nope.py").exists()
+
+
+def test_a_snippet_matching_nowhere_in_deterministic_mode_is_exit_2(tmp_path, target):
+    run = editapply(str(target), snippet_file(tmp_path, UNMATCHED), "--no-model", "--write")
+    assert run.returncode == 2 and "matches nowhere" in one_line(run.stderr)
+    assert_untouched(target)
+
+
+@pytest.mark.parametrize("args, reason", [
+    ((), "nothing to apply"),
+    (("SNIPPET", "--no-model", "--mode", "model"), "contradicts"),
+    (("--instruction", "Make main return 1", "--no-model"), "needs the model"),
+])
+def test_usage_errors_are_exit_2(tmp_path, target, args, reason):
+    args = tuple(snippet_file(tmp_path, INSERT) if a == "SNIPPET" else a for a in args)
+    run = editapply(str(target), *args)
+    assert run.returncode == 2 and reason in one_line(run.stderr)
+    assert_untouched(target)
+
+
+def test_a_file_over_the_context_is_exit_2_before_the_model_loads(tmp_path, target, ci_model_dir):
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--mode", "model", "--model", str(ci_model_dir),
+                    "--write", env={"EDITAPPLY_MAX_MODEL_LEN": "256"})
+    assert run.returncode == 2 and "too large for the model's context" in one_line(run.stderr)
+    assert_untouched(target)
+
+
+# ---- the deterministic path, previews and writes ------------------------------------------------
+
+def test_no_model_previews_the_diff_and_leaves_the_file(tmp_path, target):
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--no-model")
+    assert run.returncode == 0
+    out = run.stdout.decode()
+    assert out.startswith("--- a/" + str(target).lstrip("/")) and '+        """Area in square units."""' in out
+    assert "deterministic path" in run.stderr.decode()
+    assert_untouched(target)
+
+
+def test_snippet_from_stdin(target):
+    run = editapply(str(target), "-", "--no-model", stdin=INSERT.encode())
+    assert run.returncode == 0 and "Area in square units" in run.stdout.decode()
+
+
+def test_write_is_atomic_and_keeps_the_mode(tmp_path, target):
+    target.chmod(0o640)
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--write")
+    assert run.returncode == 0, run.stderr
+    assert target.read_text() == SHAPES_PY.replace("    def area(self):\n", '    def area(self):\n        """Area in square units."""\n')
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shapes.py", "snippet.txt"]  # no temp file left
+
+
+def test_write_through_a_symlink_replaces_the_target(tmp_path, target):
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    run = editapply(str(link), snippet_file(tmp_path, INSERT), "--write")
+    assert run.returncode == 0 and link.is_symlink() and "Area in square units" in target.read_text()
+
+
+def test_validation_failure_is_exit_1_and_refuses_to_write_unless_forced(tmp_path, target):
+    snippet = snippet_file(tmp_path, BROKEN)
+    run = editapply(str(target), snippet, "--no-model", "--write")
+    assert run.returncode == 1
+    err = run.stderr.decode()
+    assert "parse_errors" in err and "refusing to write" in err
+    assert_untouched(target)
+    assert editapply(str(target), snippet, "--no-model").returncode == 1  # a preview fails too
+    forced = editapply(str(target), snippet, "--no-model", "--write", "--force")
+    assert forced.returncode == 0 and "def area(self:" in target.read_text()
+
+
+def test_json_prints_the_v1_apply_response(tmp_path, target):
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--json", "--no-model")
+    assert run.returncode == 0
+    body = json.loads(run.stdout)
+    assert set(body) == {"merged_code", "diff", "validation", "usage", "stats"}
+    assert body["validation"] == {"ok": True, "problems": []}
+    assert set(body["usage"]) == {"prompt_tokens", "completion_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens"}
+    assert body["stats"]["path"] == "deterministic" and body["stats"]["merge_status"] == "exact"
+    assert "Area in square units" in body["merged_code"]
+    assert_untouched(target)
+
+
+def test_a_file_changed_during_the_apply_is_not_overwritten(tmp_path, target):
+    source = read_source(str(target))
+    target.write_text(SHAPES_PY + "# saved by the editor meanwhile\n")
+    with pytest.raises(FileChangedError):
+        write_atomic(source, "new text\n")
+    assert target.read_text().endswith("# saved by the editor meanwhile\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shapes.py"]
+
+
+def test_read_source_refuses_a_directory(tmp_path):
+    with pytest.raises(ApplyError, match="directory"):
+        read_source(str(tmp_path))
+
+
+# ---- the model path (CI model: too weak to merge, so only behaviour is checked) -------------------
+
+def test_model_mode_with_the_ci_model(tmp_path, target, ci_model_dir):
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--mode", "model", "--model", str(ci_model_dir),
+                    "--max-tokens", "16", "--json", "--write")
+    body = json.loads(run.stdout)
+    s, u = body["stats"], body["usage"]
+    assert s["path"] == "model" and s["finish_reason"] == "length" and u["completion_tokens"] == 16
+    assert u["accepted_prediction_tokens"] + u["rejected_prediction_tokens"] == s["drafted"]
+    # 16 tokens cannot hold the file: validation fails, nothing is written.
+    assert run.returncode == 1 and not body["validation"]["ok"] and "truncated" in body["validation"]["problems"][0]["name"]
+    assert "refusing to write" in run.stderr.decode()
+    assert_untouched(target)
+
+
+# ---- --engine URL: the client side of POST /v1/apply ------------------------------------------------
+
+class StandIn(BaseHTTPRequestHandler):
+    """Serves /v1/apply with the real pipeline on the deterministic path (or a 400 when told)."""
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.path == "/v1/apply"
+        try:
+            answer, status = apply_edit(None, ApplyRequest.from_dict({**body, "mode": "deterministic"})).as_dict(), 200
+        except ApplyError as exc:
+            answer, status = {"error": {"message": str(exc), "type": "invalid_request_error"}}, 400
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = HTTPServer(("127.0.0.1", 0), StandIn)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_engine_url_posts_to_v1_apply(tmp_path, target, server):
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--engine", server, "--write")
+    assert run.returncode == 0, run.stderr
+    assert "Area in square units" in target.read_text()
+
+
+def test_engine_url_refusal_is_exit_2(tmp_path, target, server):
+    run = editapply(str(target), snippet_file(tmp_path, UNMATCHED), "--engine", server, "--write")
+    assert run.returncode == 2 and "matches nowhere" in one_line(run.stderr)
+    assert_untouched(target)
+
+
+def test_unreachable_engine_is_exit_2(tmp_path, target):
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--engine", "http://127.0.0.1:9", "--write")
+    assert run.returncode == 2 and "cannot reach the engine" in one_line(run.stderr)
+    assert_untouched(target)
