@@ -48,10 +48,11 @@ def build_document(tok, n_tokens: int) -> tuple[str, list[str]]:
 
 def ask(engine, doc: str, question: str, max_tokens: int) -> dict:
     req = rag_request(engine.tokenizer, [{"id": "code", "text": doc}], question, SamplingParams(max_tokens=max_tokens))
-    stats = {}
+    stats, ids = {}, []
     for ev in engine.generate(req):
         stats = ev.stats
-    return stats
+        ids.extend(ev.token_ids)
+    return {**stats, "answer": engine.tokenizer.decode(ids)}
 
 
 def workload(model: str, doc_tokens: int, questions: int, max_tokens: int) -> dict:
@@ -63,16 +64,17 @@ def workload(model: str, doc_tokens: int, questions: int, max_tokens: int) -> di
     qs = [f"Quote the complete definition of `{n}` exactly as it appears in the document." for n in names]
     list(engine.generate(Request(engine.tokenizer.encode("warm up"), SamplingParams(max_tokens=2))))
     engine.warmup(len(engine.tokenizer.encode(doc)) + 512)
-    rows = []
+    rows, answers = [], []
     for i, q in enumerate(qs):
         s = ask(engine, doc, q, max_tokens)
         rows.append({"question": i + 1, "prompt_tokens": s["prompt_tokens"], "cached": s["cached_prompt_tokens"],
                      "ttft_ms": s["ttft_ms"], "tokens": s["generated_tokens"], "steps": s["steps"],
                      "per_step": s["accepted_per_step"], "tok_s": s["tokens_per_second"]})
         print(rows[-1], flush=True)
+        answers.append({"question": q, "answer": s["answer"]})
     first, later = rows[0]["ttft_ms"], sorted(r["ttft_ms"] for r in rows[1:])
     return {"rows": rows, "ttft_first_ms": first, "ttft_later_median_ms": later[len(later) // 2],
-            "hit_blocks": engine.kv.blocks.hits, "engine": engine}
+            "hit_blocks": engine.kv.blocks.hits, "answers": answers, "engine": engine}
 
 
 def kl_per_format(engine: LLMEngine, model: str, text_tokens: list[int]) -> list[list]:

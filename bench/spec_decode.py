@@ -200,7 +200,17 @@ def main(argv=None) -> None:
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--plot", default=None, help="path prefix for the PNG charts (default: bench/spec_decode_<device>)")
+    ap.add_argument("--replot", nargs="+", metavar="JSON", default=None,
+                    help="only draw the charts from saved results (later files override configs of the same name)")
     args = ap.parse_args(argv)
+    if args.replot:
+        merged = {}
+        for f in args.replot:
+            for name, r in json.loads(Path(f).read_text()).items():
+                merged[name] = {**r, "hist": {int(k): v for k, v in r.get("hist", {}).items()}}
+        for p in plot(merged, Path(args.plot or "spec_decode")):
+            print(f"chart: {p}")
+        return
 
     cfg = EngineConfig.from_env(model=args.model, max_model_len=16384, max_num_seqs=1)
     engine = LLMEngine(cfg)
@@ -225,7 +235,8 @@ def main(argv=None) -> None:
             if r:
                 results[name] = r
 
-    ref = results.get("plain", next(iter(results.values())))["outputs"]
+    ref_name = "plain" if "plain" in results else next(iter(results))
+    ref = results[ref_name]["outputs"]
     table_rows = []
     for name, r in results.items():
         mean = r["tokens"] / r["steps"] if r["steps"] else float("nan")
@@ -235,7 +246,7 @@ def main(argv=None) -> None:
     print(header(f"Speculative decoding on apply prompts ({args.model}, {cfg.torch_dtype}, {cfg.torch_device}, "
                  f"{len(cases)} dev cases, greedy, batch 1)"))
     print(table(["config", "tokens", "steps", "tokens/step", "draft acceptance", "decode tok/s", "total s",
-                 "same output as plain", "histogram (tokens/step:steps)"], table_rows))
+                 f"same output as {ref_name}", "histogram (tokens/step:steps)"], table_rows))
     prefix = Path(args.plot or BENCH / f"spec_decode_{cfg.torch_device.type}")
     for p in plot(results, prefix):
         print(f"chart: {p}")

@@ -1,6 +1,6 @@
 """`editapply apply` as a real subprocess: exit codes, one-line reasons, the file left untouched on
 every failure (bytes and mtime), atomic `--write` keeping the mode, `--json`, `--no-model`, the
-model path with the CI model, and `--engine URL` against a stand-in server."""
+model path with the CI model. `--engine URL` against the real server: tests/server/test_cli_engine.py."""
 
 from __future__ import annotations
 
@@ -8,15 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
 from engine.apply.errors import ApplyError
 from engine.apply.files import FileChangedError, read_source, write_atomic
-from engine.apply.pipeline import ApplyRequest, apply_edit
 from tests.apply.conftest import SHAPES_PY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,54 +197,4 @@ def test_model_mode_with_the_ci_model(tmp_path, target, ci_model_dir):
     # 16 tokens cannot hold the file: validation fails, nothing is written.
     assert run.returncode == 1 and not body["validation"]["ok"] and "truncated" in body["validation"]["problems"][0]["name"]
     assert "refusing to write" in run.stderr.decode()
-    assert_untouched(target)
-
-
-# ---- --engine URL: the client side of POST /v1/apply ------------------------------------------------
-
-class StandIn(BaseHTTPRequestHandler):
-    """Serves /v1/apply with the real pipeline on the deterministic path (or a 400 when told)."""
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        assert self.path == "/v1/apply"
-        try:
-            answer, status = apply_edit(None, ApplyRequest.from_dict({**body, "mode": "deterministic"})).as_dict(), 200
-        except ApplyError as exc:
-            answer, status = {"error": {"message": str(exc), "type": "invalid_request_error"}}, 400
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def server():
-    httpd = HTTPServer(("127.0.0.1", 0), StandIn)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-def test_engine_url_posts_to_v1_apply(tmp_path, target, server):
-    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--engine", server, "--write")
-    assert run.returncode == 0, run.stderr
-    assert "Area in square units" in target.read_text()
-
-
-def test_engine_url_refusal_is_exit_2(tmp_path, target, server):
-    run = editapply(str(target), snippet_file(tmp_path, UNMATCHED), "--engine", server, "--write")
-    assert run.returncode == 2 and "matches nowhere" in one_line(run.stderr)
-    assert_untouched(target)
-
-
-def test_unreachable_engine_is_exit_2(tmp_path, target):
-    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--engine", "http://127.0.0.1:9", "--write")
-    assert run.returncode == 2 and "cannot reach the engine" in one_line(run.stderr)
     assert_untouched(target)
