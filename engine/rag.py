@@ -19,5 +19,5 @@ def rag_request(tokenizer, documents: list[dict | str], question: str,
         raise ValueError("empty question")
     docs = [{"text": d} if isinstance(d, str) else d for d in documents]
     ids = tokenizer.encode_chat(rag_messages(docs, question))
-    sources = {f"document:{d.get('id') or i}": tokenizer.encode(d["text"]) for i, d in enumerate(docs)}
+    sources = {f"document:{d.get('id') or i}": tokenizer.encode_document(d["text"]) for i, d in enumerate(docs)}
     return Request(ids, params or SamplingParams(max_tokens=512), sources=sources, verify_tokens=verify_tokens)

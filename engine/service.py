@@ -10,6 +10,7 @@ language server call this; `LLMEngine` does the stepping, one step for all runni
 from __future__ import annotations
 
 import asyncio
+import gc
 import queue
 import threading
 import traceback
@@ -70,6 +71,12 @@ class EngineService:
         self._live: dict[int, Handle] = {}  # id(seq) -> handle
         self._stopped = False
         self.steps = 0
+        # The engine (model, tokenizer, graphs) lives as long as the service: move it out of the
+        # cyclic collector's reach, or each full collection that requests' allocations (token
+        # lists, lookup indexes) trigger walks all of it, a pause that lands in some request's
+        # time to first token. shutdown() gives it back.
+        gc.collect()
+        gc.freeze()
         self._thread = threading.Thread(target=self._loop, name="editapply-engine", daemon=True)
         self._thread.start()
 
@@ -134,6 +141,7 @@ class EngineService:
             self._stopped = True
             self._lock.notify()
         self._thread.join(timeout=10)
+        gc.unfreeze()
 
     # ---- the engine thread -----------------------------------------------------------------
     def _loop(self) -> None:

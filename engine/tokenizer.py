@@ -58,6 +58,21 @@ class Tokenizer:
             ids = [self.bos_id] + ids
         return ids
 
+    def encode_document(self, text: str) -> list[int]:
+        """`encode(text)` for a long text that comes back request after request (a RAG document, a
+        file applied to again): the last few such encodings are kept, so asking the tenth question
+        about a document does not tokenize it a tenth time. Returns a fresh list."""
+        if len(text) < 4096:
+            return self.encode(text)
+        cache = self.__dict__.setdefault("_documents", {})
+        ids = cache.pop(text, None)
+        if ids is None:
+            ids = tuple(self.encode(text))
+        cache[text] = ids  # most recent last
+        while len(cache) > 16:
+            del cache[next(iter(cache))]
+        return list(ids)
+
     def decode(self, ids: list[int], skip_special: bool = True) -> str:
         return self._tok.decode(ids, skip_special_tokens=skip_special)
 

@@ -110,7 +110,7 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
     elif max_tokens > room:
         raise ContextTooLongError(len(prompt_ids), max_tokens, max_model_len)
     sources = {"prediction": prediction} if use_prediction else {}
-    sources["original"] = tokenizer.encode(original)
+    sources["original"] = tokenizer.encode_document(original)
     if snippet.strip():
         sources["snippet"] = tokenizer.encode(snippet)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=("\n" + prompt.fence_close,))

@@ -44,11 +44,52 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Mapping
 
 NgramIndex = dict[tuple[int, ...], list[int]]
 PREDICTION = "prediction"  # the source that is the predicted output, aligned with its first token
+
+
+class IndexCache:
+    """Read-only n-gram indexes of large sources, shared between requests (LRU).
+
+    "Load a document once, ask many questions": the documents of RAG requests, and the file of
+    repeated applies to it, come back request after request, and indexing 8k tokens costs tens of
+    milliseconds of Python per request. Sources shorter than `min_tokens` are indexed afresh (the
+    cache would cost more than it saves). Entries are keyed by the tokens themselves (hash, then
+    equality on a hit), so a hit is always the right index. Only sources that never grow use it.
+    """
+
+    def __init__(self, max_entries: int = 16, min_tokens: int = 1024):
+        self.max_entries, self.min_tokens = max_entries, min_tokens
+        self._entries: OrderedDict[tuple, tuple[tuple[int, ...], NgramIndex]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, tokens: list[int], n: int) -> NgramIndex:
+        if len(tokens) < self.min_tokens:
+            return index_ngrams(tokens, n)
+        frozen = tuple(tokens)
+        key = (n, len(frozen), hash(frozen))
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] == frozen:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry[1]
+        index = index_ngrams(tokens, n)
+        with self._lock:
+            self.misses += 1
+            self._entries[key] = (frozen, index)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return index
+
+
+SHARED_INDEXES = IndexCache()
 
 
 def index_ngrams(tokens: list[int], n: int, index: NgramIndex | None = None, start: int = 0) -> NgramIndex:
@@ -154,15 +195,19 @@ def draft_length(run: int, max_tokens: int, growth: float) -> int:
 class _Source:
     """One source's tokens, n-gram indexes and cursor."""
 
-    def __init__(self, name: str, tokens: list[int], keys: tuple[int, ...], ref: int = 0):
+    def __init__(self, name: str, tokens: list[int], keys: tuple[int, ...], ref: int = 0,
+                 cache: IndexCache | None = None):
         self.name = name
         self.tokens = tokens
-        self.indexes = [(n, index_ngrams(tokens, n)) for n in keys]
+        # A shared (cached) index is read-only: only sources that never grow may take one.
+        self.shared = cache is not None
+        self.indexes = [(n, cache.get(tokens, n) if cache else index_ngrams(tokens, n)) for n in keys]
         self.cursor: int | None = None  # next expected position; None = lost, re-anchor
         self.run = 0
         self.ref = ref  # where the last cursor was, for choosing the nearest occurrence
 
     def extend(self, new: list[int]) -> None:
+        assert not self.shared, "a source with a shared index never grows"
         start = len(self.tokens) + 1
         self.tokens.extend(new)
         for n, index in self.indexes:
@@ -192,7 +237,10 @@ class LookupDrafter:
         self.prompt_as_source = prompt_as_source
         long_match = min(max(long_match, min_match), max_match)
         self.keys = (long_match, min_match) if long_match > min_match else (min_match,)
-        self._sources = [_Source(name, list(toks), self.keys) for name, toks in sources.items()]
+        # Documents and files come back request after request: their indexes are shared. The
+        # prediction and the prompt are new each time (caching them would only evict the others).
+        self._sources = [_Source(name, list(toks), self.keys, cache=None if name == PREDICTION else SHARED_INDEXES)
+                         for name, toks in sources.items()]
         for src in self._sources:
             if src.name == PREDICTION and src.tokens:
                 src.cursor, src.run = 0, max_match

@@ -60,3 +60,12 @@ def test_incremental_decoder_never_splits_a_character(tok):
     pieces = [dec.push([i]) for i in ids]
     assert "".join(pieces) == text
     assert all("\ufffd" not in p for p in pieces)
+
+
+def test_encode_document_equals_encode_and_hands_out_fresh_lists(tok):
+    doc = "def f(x):\n    return x + 1\n" * 400  # over the 4 KiB a document must have to be kept
+    first = tok.encode_document(doc)
+    assert first == tok.encode(doc)
+    first.append(-1)  # a caller's list is its own: the kept encoding is not touched
+    assert tok.encode_document(doc) == tok.encode(doc)
+    assert tok.encode_document("x = 1\n") == tok.encode("x = 1\n")

@@ -7,6 +7,7 @@ import pytest
 from engine.spec.baselines import EarliestNgramDrafter, earliest_ngram_draft, index_first_ngrams
 from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, NoDrafter, make_drafter
 from engine.spec.lookup import (
+    IndexCache,
     LookupDrafter,
     draft_length,
     find_anchor,
@@ -354,3 +355,41 @@ def test_make_drafter_refuses_bad_arguments():
 def test_draft_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         DraftConfig(**kwargs)
+
+
+# ---- shared indexes of long sources (a RAG document asked about again) -------------------------
+
+def test_index_cache_shares_the_index_of_an_identical_long_source():
+    cache = IndexCache(max_entries=2, min_tokens=8)
+    doc = [random.Random(0).randrange(50) for _ in range(40)]
+    first = cache.get(doc, 2)
+    assert first == index_ngrams(doc, 2)
+    assert cache.get(list(doc), 2) is first and cache.hits == 1  # equal tokens: the same index
+    changed = doc[:-1] + [99]
+    assert cache.get(changed, 2) is not first and cache.get(changed, 2) == index_ngrams(changed, 2)
+    assert cache.get(doc, 3) == index_ngrams(doc, 3)  # the n-gram length is part of the key
+    assert cache.get(doc, 2) is not first  # the LRU held two entries: the first one was evicted
+
+
+def test_index_cache_indexes_short_sources_afresh():
+    cache = IndexCache(min_tokens=100)
+    toks = [1, 2, 3, 1, 2]
+    assert cache.get(toks, 2) is not cache.get(toks, 2) and cache.hits == cache.misses == 0
+
+
+def test_drafts_from_a_cached_document_equal_drafts_from_a_fresh_index(monkeypatch):
+    """Two requests on the same long document: the second reuses the first's index (never the
+    generated source's, which grows) and proposes exactly what a fresh index would."""
+    rng = random.Random(1)
+    doc = [rng.randrange(200) for _ in range(3000)]
+    context = [7, 7] + doc[1000:1010]
+    cache = IndexCache(min_tokens=1024)
+    monkeypatch.setattr("engine.spec.lookup.SHARED_INDEXES", cache)
+    drafts = []
+    for _ in range(2):
+        d = LookupDrafter({"document": doc}, prompt_len=2)
+        drafts.append((d.propose(list(context), 15), d.propose(list(context) + doc[1010:1015], 15)))
+    assert cache.hits >= 1 and drafts[0] == drafts[1] == (doc[1010:1025], doc[1015:1030])
+    monkeypatch.setattr("engine.spec.lookup.SHARED_INDEXES", IndexCache(min_tokens=10**9))
+    fresh = LookupDrafter({"document": doc}, prompt_len=2)
+    assert (fresh.propose(list(context), 15), fresh.propose(list(context) + doc[1010:1015], 15)) == drafts[0]
