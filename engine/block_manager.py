@@ -44,7 +44,6 @@ class BlockManager:
         self._by_hash: dict[bytes, int] = {}
         self._hash_of: dict[int, bytes] = {}
         self.hits = 0  # blocks reused from the cache
-        self.queries = 0  # full prompt blocks looked up
 
     # ---- counts -------------------------------------------------------------------------
     @property
@@ -85,13 +84,40 @@ class BlockManager:
                 self._free.append(b)
 
     # ---- prefix caching -----------------------------------------------------------------
+    def extend_hashes(self, hashes: list[bytes], tokens: list[int], limit: int) -> list[bytes]:
+        """Extend `hashes` (chain hashes of `tokens`' leading full blocks, kept by the caller: tokens
+        only grow, so they never change) to the first `limit` full blocks; returns it."""
+        bs = self.block_size
+        for i in range(len(hashes), min(limit, len(tokens) // bs)):
+            hashes.append(chain_hash(hashes[-1] if hashes else self.salt, tokens[i * bs : (i + 1) * bs]))
+        return hashes
+
     def prompt_hashes(self, tokens: list[int], limit: int) -> list[bytes]:
         """Chain hashes of the first `limit` full blocks of `tokens`."""
-        hashes, prev, bs = [], self.salt, self.block_size
-        for i in range(min(limit, len(tokens) // bs)):
-            prev = chain_hash(prev, tokens[i * bs : (i + 1) * bs])
-            hashes.append(prev)
-        return hashes
+        return self.extend_hashes([], tokens, limit)
+
+    def lookup(self, hashes: list[bytes]) -> list[int]:
+        """The cached blocks of the longest run of `hashes` (no references taken)."""
+        blocks = []
+        if self.caching:
+            for h in hashes:
+                b = self._by_hash.get(h)
+                if b is None:
+                    break
+                blocks.append(b)
+        return blocks
+
+    def free_after_sharing(self, blocks: list[int]) -> int:
+        """`num_free` once `blocks` (from `lookup`) are shared: idle cached ones stop being free."""
+        return self.num_free - sum(1 for b in blocks if self.ref[b] == 0)
+
+    def share(self, blocks: list[int]) -> None:
+        """Take a reference on each of `blocks` (from `lookup`)."""
+        for b in blocks:
+            if self.ref[b] == 0:
+                del self._cached_free[b]
+            self.ref[b] += 1
+        self.hits += len(blocks)
 
     def match_prefix(self, tokens: list[int]) -> tuple[list[int], list[bytes]]:
         """Share the longest cached run of `tokens`' full blocks, never the last token's block.
@@ -101,17 +127,8 @@ class BlockManager:
         if not self.caching:
             return [], []
         hashes = self.prompt_hashes(tokens, (len(tokens) - 1) // self.block_size)
-        self.queries += len(hashes)
-        shared = []
-        for h in hashes:
-            b = self._by_hash.get(h)
-            if b is None:
-                break
-            if self.ref[b] == 0:
-                del self._cached_free[b]
-            self.ref[b] += 1
-            shared.append(b)
-        self.hits += len(shared)
+        shared = self.lookup(hashes)
+        self.share(shared)
         return shared, hashes[: len(shared)]
 
     def register(self, block: int, h: bytes) -> None:
@@ -122,7 +139,3 @@ class BlockManager:
             return  # an identical block is cached already; this one stays private
         self._by_hash[h] = block
         self._hash_of[block] = h
-
-    def stats(self) -> dict:
-        return {"blocks_total": self.num_blocks, "blocks_free": self.num_free, "blocks_cached": self.num_cached,
-                "prefix_hit_blocks": self.hits, "prefix_query_blocks": self.queries}

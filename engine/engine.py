@@ -29,7 +29,12 @@ from engine.tokenizer import IncrementalDecoder
 
 
 class RequestError(ValueError):
-    """A request the engine cannot serve as given (too long, empty prompt, ...)."""
+    """A request the engine cannot serve as given (too long, empty prompt, ...). `code` says which
+    kind, in the HTTP API's words: `context_length_exceeded` or `invalid_request`."""
+
+    def __init__(self, message: str, code: str = "invalid_request"):
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -42,6 +47,26 @@ class Event:
     finished: bool
     finish_reason: str | None
     stats: dict
+
+
+class EventCursor:
+    """A sequence's progress as Events: the tokens committed since the last call and their text
+    (end-of-sequence tokens are sent as ids but never decoded)."""
+
+    def __init__(self, seq: Sequence, tokenizer, eos_ids: set[int]):
+        self.seq, self.eos_ids, self.sent = seq, eos_ids, seq.prompt_len
+        self.decoder = IncrementalDecoder(tokenizer)
+
+    def next(self) -> Event | None:
+        """The next event, or None when nothing happened since the last one."""
+        seq = self.seq
+        new = seq.tokens[self.sent :]
+        if not new and not seq.is_finished:
+            return None
+        self.sent = len(seq.tokens)
+        visible = [t for t in new if t not in self.eos_ids]
+        text = self.decoder.push(visible) if visible else ""
+        return Event(seq.id, new, text, seq.is_finished, seq.finish_reason, seq.stats.as_dict())
 
 
 class LLMEngine:
@@ -68,9 +93,11 @@ class LLMEngine:
         if n == 0:
             raise RequestError("empty prompt")
         if n + 1 > self.cfg.max_model_len:
-            raise RequestError(f"prompt is {n} tokens; the context limit is {self.cfg.max_model_len}")
+            raise RequestError(f"prompt is {n} tokens; the context limit is {self.cfg.max_model_len}",
+                               "context_length_exceeded")
         if self.kv.blocks_for(n + self.cfg.verify_tokens) > self.kv.num_blocks:
-            raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv.num_blocks * self.kv.block_size} tokens)")
+            raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv.num_blocks * self.kv.block_size} tokens)",
+                               "context_length_exceeded")
         vocab = self.runner.model_config.vocab_size
         if any(not 0 <= t < vocab for t in request.prompt_ids):
             raise RequestError(f"prompt has token ids outside the vocabulary [0, {vocab})")
@@ -115,17 +142,12 @@ class LLMEngine:
     def generate(self, request: Request) -> Iterator[Event]:
         """Submit `request` and drive the engine until it finishes, yielding its stream."""
         seq = self.add_request(request)
-        decoder = IncrementalDecoder(self.tokenizer)
-        sent = seq.prompt_len
+        events = EventCursor(seq, self.tokenizer, self.eos_ids)
         try:
             while not seq.is_finished:
                 self.step()
-                new = seq.tokens[sent:]
-                sent = len(seq.tokens)
-                visible = [t for t in new if t not in self.eos_ids]
-                text = decoder.push(visible) if visible else ""
-                if new or seq.is_finished:
-                    yield Event(seq.id, new, text, seq.is_finished, seq.finish_reason, seq.stats.as_dict())
+                if (event := events.next()) is not None:
+                    yield event
         finally:
             if not seq.is_finished:
                 self.cancel(seq)

@@ -46,7 +46,24 @@ class LayerKV:
         return 2 * self.k[0].numel() * self.k.element_size()
 
 
-class ScaledLayerKV(LayerKV):
+class QuantizedLayerKV(LayerKV):
+    """Storage with scales beside it: writes quantize, reads dequantize to the compute dtype.
+    Subclasses say how (`_quantize(x) -> (raw, scales)`, `_dequantize(raw, scales) -> float`)."""
+
+    def write(self, slots, k, v) -> None:
+        for data, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):
+            q, s = self._quantize(x)
+            data.index_copy_(0, slots, q)
+            scales.index_copy_(0, slots, s)
+
+    def gather(self, slot_tables, dtype=None):
+        dtype = dtype or self.dtype
+        k = self._dequantize(self.k[slot_tables], self.k_scale[slot_tables]).to(dtype)
+        v = self._dequantize(self.v[slot_tables], self.v_scale[slot_tables]).to(dtype)
+        return k, v
+
+
+class ScaledLayerKV(QuantizedLayerKV):
     """fp8 / int8 storage with one fp32 scale per token per head."""
 
     LIMITS = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}
@@ -70,27 +87,15 @@ class ScaledLayerKV(LayerKV):
         q = q.to(self.store)
         return (q.view(torch.uint8) if self.store.is_floating_point else q), scale
 
-    def _values(self, raw: torch.Tensor) -> torch.Tensor:
-        return (raw.view(self.store) if self.store.is_floating_point else raw).float()
-
-    def write(self, slots, k, v) -> None:
-        for data, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):
-            q, s = self._quantize(x)
-            data.index_copy_(0, slots, q)
-            scales.index_copy_(0, slots, s)
-
-    def gather(self, slot_tables, dtype=None):
-        dtype = dtype or self.dtype
-        k = (self._values(self.k[slot_tables]) * self.k_scale[slot_tables]).to(dtype)
-        v = (self._values(self.v[slot_tables]) * self.v_scale[slot_tables]).to(dtype)
-        return k, v
+    def _dequantize(self, raw: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return (raw.view(self.store) if self.store.is_floating_point else raw).float() * scale
 
     @property
     def bytes_per_slot(self) -> int:
         return 2 * (self.k[0].numel() * self.k.element_size() + self.k_scale[0].numel() * 4)
 
 
-class Int4LayerKV(LayerKV):
+class Int4LayerKV(QuantizedLayerKV):
     """Asymmetric 4-bit storage, two values per byte, an fp16 scale and minimum per 32 channels."""
 
     def __init__(self, num_slots, num_kv_heads, head_dim, dtype, device):
@@ -118,18 +123,6 @@ class Int4LayerKV(LayerKV):
         g = q.reshape(*q.shape[:-1], self.groups, INT4_GROUP).float()
         g = g * params[..., :1].float() + params[..., 1:].float()
         return g.reshape(q.shape)
-
-    def write(self, slots, k, v) -> None:
-        for data, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):
-            q, s = self._quantize(x)
-            data.index_copy_(0, slots, q)
-            scales.index_copy_(0, slots, s)
-
-    def gather(self, slot_tables, dtype=None):
-        dtype = dtype or self.dtype
-        k = self._dequantize(self.k[slot_tables], self.k_scale[slot_tables]).to(dtype)
-        v = self._dequantize(self.v[slot_tables], self.v_scale[slot_tables]).to(dtype)
-        return k, v
 
     @property
     def bytes_per_slot(self) -> int:

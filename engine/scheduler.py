@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from collections import deque
 
-from engine.block_manager import chain_hash
 from engine.kv_cache import KVCache
 from engine.sequence import Sequence, Status
 
 
 class Scheduler:
     def __init__(self, kv: KVCache, max_num_seqs: int, max_batch_tokens: int):
-        self.kv = kv
         self.blocks = kv.blocks
         self.max_num_seqs = max_num_seqs
         self.max_batch_tokens = max_batch_tokens
@@ -45,13 +43,18 @@ class Scheduler:
     def admit(self) -> None:
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            shared, hashes = self.blocks.match_prefix(seq.tokens)
+            # Hashes are kept on the sequence, so a head that waits for room is not re-hashed
+            # every step; the last token's block is never shared (its token is fed again).
+            shared = []
+            if self.blocks.caching:
+                limit = (len(seq) - 1) // self.blocks.block_size
+                shared = self.blocks.lookup(self.blocks.extend_hashes(seq.chain_hashes, seq.tokens, limit)[:limit])
             need = self.blocks.blocks_for(len(seq) + seq.verify_tokens) - len(shared)
-            if need > self.blocks.num_free:
-                self.blocks.release(shared)
+            if need > self.blocks.free_after_sharing(shared):
                 break
+            self.blocks.share(shared)
             seq.block_table = shared + self.blocks.allocate(need)
-            seq.block_hashes = hashes
+            seq.num_published = len(shared)
             seq.num_cached = len(shared) * self.blocks.block_size
             if seq.stats.steps == 0:
                 seq.stats.cached_prompt_tokens = seq.num_cached
@@ -105,15 +108,14 @@ class Scheduler:
     def _release(self, seq: Sequence) -> None:
         self.blocks.release(seq.block_table)
         seq.block_table = []
-        seq.block_hashes = []
+        seq.num_published = 0
 
     # ---- prefix caching -------------------------------------------------------------------
     def publish_blocks(self, seq: Sequence) -> None:
         """Register the sequence's newly completed blocks (every position committed)."""
-        bs = self.blocks.block_size
-        while (len(seq.block_hashes) + 1) * bs <= seq.num_cached:
-            i = len(seq.block_hashes)
-            prev = seq.block_hashes[-1] if seq.block_hashes else self.blocks.salt
-            h = chain_hash(prev, seq.tokens[i * bs : (i + 1) * bs])
-            self.blocks.register(seq.block_table[i], h)
-            seq.block_hashes.append(h)
+        final = seq.num_cached // self.blocks.block_size
+        if self.blocks.caching and final > seq.num_published:
+            hashes = self.blocks.extend_hashes(seq.chain_hashes, seq.tokens, final)
+            for i in range(seq.num_published, final):
+                self.blocks.register(seq.block_table[i], hashes[i])
+            seq.num_published = final

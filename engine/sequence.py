@@ -100,7 +100,8 @@ class Sequence:
         self.prompt_len = len(request.prompt_ids)
         self.num_cached = 0  # tokens whose K/V are in the cache
         self.block_table: list[int] = []
-        self.block_hashes: list[bytes] = []  # chain hashes of the leading blocks that are final
+        self.chain_hashes: list[bytes] = []  # prefix-cache hashes of the tokens' leading full blocks
+        self.num_published = 0  # leading blocks registered in (or taken from) the prefix cache
         self.drafter = drafter
         self.verify_tokens = verify_tokens
         self.generator = generator

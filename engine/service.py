@@ -17,9 +17,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Iterator, Protocol
 
-from engine.engine import Event, LLMEngine
+from engine.engine import Event, EventCursor, LLMEngine
 from engine.sequence import Request, Sequence
-from engine.tokenizer import IncrementalDecoder
 
 
 class Engine(Protocol):
@@ -42,8 +41,7 @@ class Handle:
     _queue: "queue.Queue[Event]" = field(default_factory=queue.Queue)
     _loop: asyncio.AbstractEventLoop | None = None
     _aqueue: asyncio.Queue | None = None
-    _sent: int = 0
-    _decoder: IncrementalDecoder | None = None
+    _events: EventCursor | None = None
     done: bool = False
 
     @property
@@ -182,8 +180,7 @@ class EngineService:
             handle.error = str(exc)
             handle._emit(Event("rejected", [], "", True, "error", {"error": str(exc)}))
             return
-        handle._sent = handle.seq.prompt_len
-        handle._decoder = IncrementalDecoder(self.tokenizer)
+        handle._events = EventCursor(handle.seq, self.tokenizer, self.engine.eos_ids)
         self._live[id(handle.seq)] = handle
 
     def _fail_running(self, message: str) -> None:
@@ -194,19 +191,13 @@ class EngineService:
                 h.seq.finish_reason = "error"
 
     def _publish(self) -> None:
-        eos = self.engine.eos_ids
         for key, h in list(self._live.items()):
-            seq = h.seq
-            new = seq.tokens[h._sent :]
-            if not new and not seq.is_finished:
+            event = h._events.next()
+            if event is None:
                 continue
-            h._sent = len(seq.tokens)
-            visible = [t for t in new if t not in eos]
-            text = h._decoder.push(visible) if visible else ""
-            stats = seq.stats.as_dict()
             if h.error:
-                stats["error"] = h.error
-            if seq.is_finished:
+                event.stats["error"] = h.error
+            if event.finished:
                 h.done = True
                 del self._live[key]
-            h._emit(Event(seq.id, new, text, seq.is_finished, seq.finish_reason, stats))
+            h._emit(event)

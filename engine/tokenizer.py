@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
 from jinja2.exceptions import TemplateError
@@ -37,6 +38,8 @@ class Tokenizer:
         # and instances are shared between threads, so it is never toggled).
         self._plain = HFTokenizer.from_file(str(folder / "tokenizer.json"))
         self._plain.encode_special_tokens = True
+        # The last few long documents' ids (encode_document); lru_cache is safe across threads.
+        self._document_ids = lru_cache(maxsize=16)(lambda text: tuple(self.encode(text)))
         cfg_path = folder / "tokenizer_config.json"
         cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
         template_file = folder / "chat_template.jinja"
@@ -62,16 +65,7 @@ class Tokenizer:
         """`encode(text)` for a long text that comes back request after request (a RAG document, a
         file applied to again): the last few such encodings are kept, so asking the tenth question
         about a document does not tokenize it a tenth time. Returns a fresh list."""
-        if len(text) < 4096:
-            return self.encode(text)
-        cache = self.__dict__.setdefault("_documents", {})
-        ids = cache.pop(text, None)
-        if ids is None:
-            ids = tuple(self.encode(text))
-        cache[text] = ids  # most recent last
-        while len(cache) > 16:
-            del cache[next(iter(cache))]
-        return list(ids)
+        return list(self._document_ids(text)) if len(text) >= 4096 else self.encode(text)
 
     def decode(self, ids: list[int], skip_special: bool = True) -> str:
         return self._tok.decode(ids, skip_special_tokens=skip_special)

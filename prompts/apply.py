@@ -42,6 +42,7 @@ def _template(name: str):
     return env.from_string((HERE / name).read_text())
 
 
+@lru_cache(maxsize=None)
 def system_prompt(name: str = "apply_system.txt") -> str:
     return (HERE / name).read_text().strip()
 
@@ -52,9 +53,6 @@ class ApplyPrompt:
     answer_prefix: str  # pre-filled start of the assistant turn
     fence_close: str  # what ends the file in the answer
     form: str = "rewrite"
-
-    def render(self, tokenizer) -> str:
-        return tokenizer.apply_chat_template(self.messages, add_generation_prompt=True) + self.answer_prefix
 
     def prompt_ids(self, tokenizer) -> list[int]:
         # Code and snippets are text: special-token spellings inside them stay text.

@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from engine.block_manager import BlockManager, OutOfBlocksError, chain_hash
+from engine.block_manager import BlockManager, OutOfBlocksError
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import make_layer_kv
@@ -29,10 +29,8 @@ def test_random_workload_never_leaks_blocks():
                 bm.release(shared)
                 continue
             table = shared + bm.allocate(need)
-            prev = hashes[-1] if hashes else bm.salt
-            for i in range(len(hashes), (len(tokens) - 1) // 4):
-                prev = chain_hash(prev, tokens[i * 4 : (i + 1) * 4])
-                bm.register(table[i], prev)
+            for i, h in enumerate(bm.extend_hashes(hashes, tokens, (len(tokens) - 1) // 4)[len(shared):], len(shared)):
+                bm.register(table[i], h)
             live.append(table)
         elif live:
             bm.release(live.pop(rng.randrange(len(live))))
@@ -55,10 +53,8 @@ def test_prefix_match_never_shares_the_last_tokens_block():
     bm = BlockManager(num_blocks=8, block_size=4)
     tokens = list(range(8))  # exactly two full blocks
     table = bm.allocate(3)
-    prev = bm.salt
-    for i in range(2):
-        prev = chain_hash(prev, tokens[i * 4 : (i + 1) * 4])
-        bm.register(table[i], prev)
+    for i, h in enumerate(bm.prompt_hashes(tokens, 2)):
+        bm.register(table[i], h)
     shared, _ = bm.match_prefix(tokens)
     assert shared == table[:1]  # the block holding the last token is recomputed privately
 

@@ -35,6 +35,8 @@ def run_apply(args, err: Console) -> int:
         snippet = _read_snippet(args.snippet)
         req = ApplyRequest(source.text, snippet, args.instruction, args.language, args.file, _mode(args),
                            args.prompt_form, args.max_tokens)
+        if snippet is None and not (args.instruction or "").strip():
+            raise ApplyError("nothing to apply: give a SNIPPET file (or - for stdin), or --instruction")
         result = _remote(args, req) if args.engine else _local(args, req, err)
     except (ApplyCancelled, KeyboardInterrupt):
         err.print("editapply: interrupted; nothing written", markup=False, highlight=False)
@@ -80,8 +82,6 @@ def _remote(args, req: ApplyRequest) -> ApplyResult:
 
 
 def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
-    if req.edit_snippet is None and not (req.instruction or "").strip():
-        raise ApplyError("nothing to apply: give a SNIPPET file (or - for stdin), or --instruction")
     plan = prepare(req)
     if not plan.needs_model:
         return apply_edit(None, req, plan=plan)

@@ -41,16 +41,18 @@ def similarity(a: str, b: str) -> float:
 def fuzzy_candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int) -> list[tuple[Candidate, float]]:
     """Candidates from the segment's first and last lines that have similar original lines in
     orig[lo:hi], best mean similarity first, each with that similarity."""
-    hits: dict[int, list[tuple[int, float]]] = {}
-    for s, line in enumerate(seg):
-        if not is_trivial(line) and (found := _similar(line, index, lo, hi)):
-            hits[s] = found
-    if not hits:
+    # Only the first and the last segment lines with similar original lines are used: scan from
+    # each end (each scan compares a line with all of orig[lo:hi]).
+    lines = [s for s, line in enumerate(seg) if not is_trivial(line)]
+    first = next(((s, found) for s in lines if (found := _similar(seg[s], index, lo, hi))), None)
+    if first is None:
         return []
-    first, last = min(hits), max(hits)
+    last = next(((s, found) for s in reversed(lines) if s > first[0] and (found := _similar(seg[s], index, lo, hi))),
+                first)
+    (first, first_hits), (last, last_hits) = first, last
     out = []
-    for p, r in hits[first]:
-        for q, t in hits[last]:
+    for p, r in first_hits:
+        for q, t in last_hits:
             head, tail = Block(first, p, (0.5,), FUZZY), Block(last, q, (0.5,), FUZZY)
             candidate = pair(head, tail)
             if candidate:

@@ -69,8 +69,9 @@ def _margin(expected: int, instruction_only: bool) -> int:
 
 
 def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | None = None,
-              use_prediction: bool = True) -> ModelJob:
-    """The engine request for `plan`; raises ContextTooLongError when it cannot fit."""
+              use_prediction: bool = True, default_cap: int | None = None) -> ModelJob:
+    """The engine request for `plan`; raises ContextTooLongError when it cannot fit. Without
+    `max_tokens`, the expected size plus a margin, at most `default_cap` (a server's limit)."""
     # Imported here: the deterministic path (and bad-input exits) need not load torch.
     from engine.sampling import SamplingParams
     from engine.sequence import Request
@@ -99,20 +100,21 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
                                     draft=predicted if usable else None, form=form)
     prompt_ids = prompt.prompt_ids(tokenizer)
     prediction = tokenizer.encode(prompt.predicted_answer(predicted))
+    snippet_ids = tokenizer.encode(snippet) if snippet.strip() else []
     expected = len(prediction) + CLOSE_SLACK
     if plan.kind != "instruction" and plan.merge_status not in ("exact", "fuzzy", "diff"):
-        expected += len(tokenizer.encode(snippet))  # segments the merge could not place
+        expected += len(snippet_ids)  # segments the merge could not place
     room = max_model_len - len(prompt_ids)
     if max_tokens is None:
         if room < expected:
             raise ContextTooLongError(len(prompt_ids), expected, max_model_len)
-        max_tokens = min(expected + _margin(expected, plan.kind == "instruction"), room)
+        max_tokens = min(expected + _margin(expected, plan.kind == "instruction"), room, default_cap or room)
     elif max_tokens > room:
         raise ContextTooLongError(len(prompt_ids), max_tokens, max_model_len)
     sources = {"prediction": prediction} if use_prediction else {}
     sources["original"] = tokenizer.encode_document(original)
-    if snippet.strip():
-        sources["snippet"] = tokenizer.encode(snippet)
+    if snippet_ids:
+        sources["snippet"] = snippet_ids
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=("\n" + prompt.fence_close,))
     return ModelJob(prompt, Request(prompt_ids, params, sources=sources), len(prompt_ids), max_tokens, head, body, tail)
 

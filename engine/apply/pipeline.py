@@ -306,7 +306,7 @@ def _deterministic_result(plan: Plan, note: Problem | None = None) -> ApplyResul
     problems = list(plan.validation.problems) + [p for p in plan.problems if p not in plan.validation.problems]
     if note is not None:
         problems.append(note)
-    validation = Validation(not any(p.severity == "error" for p in problems), tuple(problems))
+    validation = Validation.of(problems)
     stats = _stats(plan, "deterministic", {}, None, None, plan.started)
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
     return ApplyResult(text, unified_diff(original, text, _label(plan.request.path)), validation, usage, stats)
@@ -324,7 +324,7 @@ def _model_result(plan: Plan, job: ModelJob, answer: str, stats: dict, finish_re
     if not closed(job, answer):
         problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.get('generated_tokens', 0)} "
                                    f"tokens (max_tokens {job.max_tokens}) before the end of the file"))
-    validation = Validation(not any(p.severity == "error" for p in problems), tuple(problems))
+    validation = Validation.of(problems)
     drafted, accepted = stats.get("drafted", 0), stats.get("accepted", 0)
     usage = {"prompt_tokens": stats.get("prompt_tokens", job.prompt_tokens),
              "completion_tokens": stats.get("generated_tokens", 0),

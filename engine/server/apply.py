@@ -77,13 +77,9 @@ class ApplyRun:
             raise apply_error(exc) from None
 
     def _build_job(self):
-        form = self.req.prompt_form or DEFAULT_PROMPT_FORM
-        args = (self.plan, self.state.tokenizer, self.state.context_limit, form)
-        job = build_job(*args, self.req.max_tokens, self.req.use_prediction)
-        cap = self.state.settings.max_tokens_limit
-        if cap and self.req.max_tokens is None and job.max_tokens > cap:
-            job = build_job(*args, cap, self.req.use_prediction)
-        return job
+        return build_job(self.plan, self.state.tokenizer, self.state.context_limit,
+                         self.req.prompt_form or DEFAULT_PROMPT_FORM, self.req.max_tokens, self.req.use_prediction,
+                         default_cap=self.state.settings.max_tokens_limit or None)
 
     async def deltas(self) -> AsyncIterator[str]:
         """The model's output as it is written; `result` is set when this ends."""
@@ -136,31 +132,31 @@ class ApplyRun:
         if self.result is None:
             self.state.metrics.observe_generation(self.route, {}, "disconnect" if self.disconnected else "error")
             return
-        usage, stats = self.result.usage, self.result.stats
-        self.state.metrics.observe_generation(self.route, {
-            "prompt_tokens": usage.get("prompt_tokens", 0),
-            "generated_tokens": usage.get("completion_tokens", 0),
-            "drafted": stats.get("drafted", 0),
-            "accepted": stats.get("accepted", 0),
-            "ttft_ms": stats.get("ttft_ms"),
-            "accepted_per_step_hist": stats.get("accepted_per_step_hist", {}),
-        }, stats.get("finish_reason") or stats.get("path"))
+        stats = self.result.stats
+        self.state.metrics.observe_generation(self.route, engine_stats(self.result),
+                                              stats.get("finish_reason") or stats.get("path"))
+
+
+def engine_stats(result: ApplyResult) -> dict:
+    """An apply result's figures in the engine's stats vocabulary (what metrics and `usage` read)."""
+    u, s = result.usage, result.stats
+    return {"prompt_tokens": u.get("prompt_tokens", 0), "generated_tokens": u.get("completion_tokens", 0),
+            "drafted": s.get("drafted", 0), "accepted": s.get("accepted", 0), "ttft_ms": s.get("ttft_ms"),
+            "accepted_per_step_hist": s.get("accepted_per_step_hist", {})}
 
 
 def apply_error(exc: Exception) -> APIError:
     if isinstance(exc, ContextTooLongError):
         return APIError(400, str(exc), code="context_length_exceeded", param="initial_code")
     if isinstance(exc, RequestError):
-        return APIError(400, str(exc), code="context_length_exceeded" if "limit" in str(exc) else "invalid_request")
+        return APIError(400, str(exc), code=exc.code)
     name = type(exc).__name__.removesuffix("Error")
     code = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_") or "invalid_request"
     return APIError(400, str(exc), code=code if code != "apply" else "invalid_request")
 
 
 def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
-    if body.max_tokens is not None and body.max_tokens > state.max_tokens_limit:
-        raise APIError(422, f"max_tokens: {body.max_tokens} is over this server's limit of {state.max_tokens_limit} tokens",
-                       param="max_tokens")
+    state.check_tokens_limit(body.max_tokens)
     try:
         return ApplyRequest(initial_code=body.initial_code, edit_snippet=body.edit_snippet, instruction=body.instruction,
                             language=body.language, path=body.path, mode=body.mode, prompt_form=body.prompt_form,

@@ -27,9 +27,9 @@ from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
 from engine.sampling import SamplingParams
 from engine.sequence import Request
-from engine.server.apply import ApplyRun, apply_error
+from engine.server.apply import ApplyRun, apply_error, engine_stats
 from engine.server.errors import APIError
-from engine.server.generation import Generation, SSEResponse, public_stats, sse, usage
+from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage
 from engine.server.schemas import ERRORS, ChatCompletionRequest
 from engine.server.state import ServerState, get_state, offload
 
@@ -43,10 +43,6 @@ APPLY_FORM = re.compile(
 
 def text_of(content) -> str:
     return content if isinstance(content, str) else "".join(part.text for part in content)
-
-
-def stops_of(stop) -> tuple[str, ...]:
-    return () if stop is None else (stop,) if isinstance(stop, str) else tuple(stop)
 
 
 def _prompt(tokenizer, messages: list[dict], prediction: str | None) -> tuple[list[int], dict]:
@@ -71,8 +67,7 @@ async def chat_completions(body: ChatCompletionRequest, http: HTTPRequest):
                 for m in body.messages]
     prediction = text_of(body.prediction.content) if body.prediction else None
     prompt_ids, sources = await offload(_prompt, state.tokenizer, messages, prediction)
-    requested, param = ((body.max_completion_tokens, "max_completion_tokens") if body.max_completion_tokens is not None
-                        else (body.max_tokens, "max_tokens"))
+    requested, param = _requested_tokens(body)
     stop = stops_of(body.stop)
     params = SamplingParams(temperature=1.0 if body.temperature is None else body.temperature,
                             top_p=1.0 if body.top_p is None else body.top_p, top_k=body.top_k or 0, seed=body.seed,
@@ -130,12 +125,17 @@ async def _stream(reply: Reply, gen: Generation, include_usage: bool):
     yield sse("[DONE]")
 
 
+def _requested_tokens(body: ChatCompletionRequest) -> tuple[int | None, str]:
+    """The output cap asked for and the field that asked (max_completion_tokens wins)."""
+    if body.max_completion_tokens is not None:
+        return body.max_completion_tokens, "max_completion_tokens"
+    return body.max_tokens, "max_tokens"
+
+
 async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTTPRequest, form: re.Match):
     code = form["code"].removeprefix("\n")
-    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
-    if max_tokens is not None and max_tokens > state.max_tokens_limit:
-        raise APIError(422, f"max_tokens: {max_tokens} is over this server's limit of {state.max_tokens_limit} tokens",
-                       param="max_tokens")
+    max_tokens, param = _requested_tokens(body)
+    state.check_tokens_limit(max_tokens, param)
     try:
         req = ApplyRequest(initial_code=code, edit_snippet=form["update"].removeprefix("\n"),
                            instruction=(form["instruction"] or "").strip() or None, max_tokens=max_tokens)
@@ -150,14 +150,7 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     result = await run.run(http)
     if result is None:
         return None  # the client left
-    return reply.completion(result.merged_code, "stop", _apply_usage(result.usage), result.stats)
-
-
-def _apply_usage(u: dict) -> dict:
-    stats = {"prompt_tokens": u.get("prompt_tokens", 0), "generated_tokens": u.get("completion_tokens", 0),
-             "accepted": u.get("accepted_prediction_tokens", 0),
-             "drafted": u.get("accepted_prediction_tokens", 0) + u.get("rejected_prediction_tokens", 0)}
-    return usage(stats)
+    return reply.completion(result.merged_code, "stop", usage(engine_stats(result)), result.stats)
 
 
 async def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
@@ -174,5 +167,5 @@ async def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
     yield sse(reply.chunk({"content": run.result.merged_code}))
     yield sse(reply.chunk({}, "stop", stats=run.result.stats))
     if include_usage:
-        yield sse(reply.usage_chunk(_apply_usage(run.result.usage)))
+        yield sse(reply.usage_chunk(usage(engine_stats(run.result))))
     yield sse("[DONE]")

@@ -20,11 +20,16 @@ from starlette.responses import StreamingResponse
 from engine.server.errors import APIError
 
 
+def stops_of(stop: str | list[str] | None) -> tuple[str, ...]:
+    """A request's `stop` field (a string, a list, or null) as a tuple."""
+    return () if stop is None else (stop,) if isinstance(stop, str) else tuple(stop)
+
+
 class StopTrimmer:
     """Cuts streamed text before the first stop string, holding back a possible stop prefix.
 
-    With stop ("END",): push("ab") -> "ab"; push("cE") -> "c" (holds "E"); push("ND!") -> ""
-    and `stopped` is set. At most len(longest stop) - 1 characters are held back at any time.
+    With stop ("END",) the last len("END") - 1 = 2 characters are always held back:
+    push("ab") -> ""; push("cE") -> "ab" (holds "cE"); push("ND!") -> "c" and `stopped` is set.
     """
 
     def __init__(self, stop: tuple[str, ...] = ()):

@@ -25,7 +25,7 @@ from engine.rag import rag_request
 from engine.sampling import SamplingParams
 from engine.sequence import Request
 from engine.server.errors import APIError
-from engine.server.generation import Generation, SSEResponse, public_stats, sse, usage
+from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage
 from engine.server.schemas import ERRORS, RagRequest
 from engine.server.state import get_state, offload
 
@@ -47,7 +47,7 @@ async def rag(body: RagRequest, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
     request = await offload(_request, state.tokenizer, body)
-    stop = () if body.stop is None else (body.stop,) if isinstance(body.stop, str) else tuple(body.stop)
+    stop = stops_of(body.stop)
     request.params = SamplingParams(temperature=body.temperature or 0.0, top_p=1.0 if body.top_p is None else body.top_p,
                                     top_k=body.top_k or 0, seed=body.seed,
                                     max_tokens=state.max_tokens(len(request.prompt_ids), body.max_tokens), stop=stop)

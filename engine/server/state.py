@@ -53,6 +53,12 @@ class ServerState:
                                 f"retry in {self.settings.retry_after_s} s",
                            headers={"Retry-After": str(self.settings.retry_after_s)})
 
+    def check_tokens_limit(self, requested: int | None, param: str = "max_tokens") -> None:
+        """422 when a request asks for more tokens than this server allows."""
+        if requested is not None and requested > self.max_tokens_limit:
+            raise APIError(422, f"{param}: {requested} is over this server's limit of {self.max_tokens_limit} tokens",
+                           param=param)
+
     def max_tokens(self, prompt_tokens: int, requested: int | None, param: str = "max_tokens") -> int:
         """The max_tokens to run with; 400/422 when the request cannot fit the context."""
         limit = self.context_limit
@@ -61,9 +67,7 @@ class ServerState:
                                 "(prompt + output)", param="messages", code="context_length_exceeded")
         if requested is None:
             return min(self.max_tokens_limit, limit - prompt_tokens)
-        if requested > self.max_tokens_limit:
-            raise APIError(422, f"{param}: {requested} is over this server's limit of {self.max_tokens_limit} tokens",
-                           param=param)
+        self.check_tokens_limit(requested, param)
         if prompt_tokens + requested > limit:
             raise APIError(400, f"the prompt is {prompt_tokens} tokens and {param} asks for {requested} more: "
                                 f"{prompt_tokens + requested} tokens, over the model's context limit of {limit} tokens",
@@ -76,8 +80,7 @@ class ServerState:
         try:
             return self.service.submit(request, loop=asyncio.get_running_loop())
         except RequestError as exc:
-            code = "context_length_exceeded" if "limit" in str(exc) or "KV cache" in str(exc) else "invalid_request"
-            raise APIError(400, str(exc), code=code) from None
+            raise APIError(400, str(exc), code=exc.code) from None
 
 
 def get_state(request: HTTPRequest) -> ServerState:

@@ -259,8 +259,8 @@ class LookupDrafter:
             self._sources.append(_Source("prompt", list(context[: self.prompt_len]), self.keys))
         # Cursors follow output tokens only; the prompt is never part of a source's continuation.
         new = context[max(self._seen, self.prompt_len) :]
-        if len(context) > self.prompt_len:
-            self._generated.extend(context[max(self.prompt_len, self._seen) :])
+        if new:
+            self._generated.extend(new)
         self._seen = len(context)
         for src in self._sources:
             if src.cursor is not None and new:
