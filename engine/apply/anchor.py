@@ -21,12 +21,28 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from engine.apply.indent import file_uses_tabs
+from engine.apply.text import indent_of
+
 EXACT, SPACE, FUZZY = 0, 1, 2
 LEVELS = ("exact", "whitespace", "fuzzy")
 RARE = 3  # a trivial line occurring at most this often in the original can anchor
+NEW_BODY_RUN = 3  # lines in a run that lets a line of a new definition anchor (a renamed function)
+RUN_PROBES = 16  # occurrences of one line tried for such a run
 _TRIVIAL_WORDS = frozenset(
     "pass else else: try: finally: end fi done return break continue default: begin do then esac".split()
 )
+
+
+_DEFINITION = re.compile(
+    r"\b(?:def|class|func|fn|function|interface|struct|enum|trait|type|module|impl)\s+(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*"
+)
+
+
+def definition(line: str) -> str | None:
+    """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method; None otherwise."""
+    match = _DEFINITION.search(line)
+    return " ".join(match.group(0).split()) if match else None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -45,10 +61,12 @@ def is_trivial(line: str) -> bool:
 
 
 class OriginalIndex:
-    """The original's lines, with where each whitespace-normalized line occurs."""
+    """The original's lines, with where each whitespace-normalized line occurs; `text` and
+    `language` (when given) let placement ask tree-sitter about its structure."""
 
-    def __init__(self, lines: tuple[str, ...]):
+    def __init__(self, lines: tuple[str, ...], text: str | None = None, language: str | None = None):
         self.lines = lines
+        self.text, self.language = text, language
         self.normal = [normalize(line) for line in lines]
         self.normal_at: dict[str, list[int]] = defaultdict(list)
         for i, line in enumerate(self.normal):
@@ -56,6 +74,16 @@ class OriginalIndex:
 
     def __len__(self) -> int:
         return len(self.lines)
+
+    @functools.cached_property
+    def definitions(self) -> frozenset[str]:
+        """The names the original defines (`definition` of each line)."""
+        return frozenset(key for line in self.lines if (key := definition(line)))
+
+    @functools.cached_property
+    def uses_tabs(self) -> bool:
+        """Whether the file indents with tabs (`indent.file_uses_tabs`)."""
+        return file_uses_tabs(self.lines)
 
     def level(self, line: str, at: int) -> int | None:
         """How `line` matches original line `at`: EXACT, SPACE, or None."""
@@ -128,7 +156,33 @@ def grow(seg: tuple[str, ...], index: OriginalIndex, s: int, p: int, lo: int, hi
     return Block(s0, p0, weights, max(levels))
 
 
-def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool) -> list[Block]:
+def new_definitions(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int) -> set[int]:
+    """Rows of `seg` inside definitions the original does not have (`func handleErr(...) {` and
+    its body, down to its closing line at the header's depth) that match no run of NEW_BODY_RUN
+    lines of orig[lo:hi].
+
+    A line of a new function can happen to equal an original line (`return nil`, a log call the
+    edit moved into it), but it says nothing about where the segment sits: such rows do not
+    seed anchors. A renamed function keeps runs of its body, which still do. Indentation gives
+    the extent, so no grammar is needed.
+    """
+    rows: set[int] = set()
+    for s, line in enumerate(seg):
+        key = definition(line)
+        if key is None or key in index.definitions or s in rows:
+            continue
+        depth = len(indent_of(line))
+        end = s + 1
+        while end < len(seg) and (not seg[end].strip() or len(indent_of(seg[end])) > depth):
+            end += 1
+        if end < len(seg) and len(indent_of(seg[end])) == depth and is_trivial(seg[end]):
+            end += 1  # the closing brace
+        rows.update(range(s, end))
+    return {s for s in rows if not any(grow(seg, index, s, p, lo, hi).length >= NEW_BODY_RUN
+                                       for p in index.occurrences(seg[s], lo, hi)[:RUN_PROBES])}
+
+
+def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool, skip: set[int] = frozenset()) -> list[Block]:
     """Blocks grown from every occurrence of a few anchor lines near the segment's edge.
 
     Lines are tried from the head (or the tail, `from_end`) inward. Anchor lines are: the
@@ -140,6 +194,8 @@ def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool) -
     back to its edge-most non-blank line.
     """
     order = list(range(len(seg) - 1, -1, -1) if from_end else range(len(seg)))
+    if any(s not in skip and seg[s].strip() for s in order):
+        order = [s for s in order if s not in skip]
     found: dict[int, list[int]] = {}
     for s in order:
         if seg[s].strip() and (positions := index.occurrences(seg[s], lo, hi)):
@@ -153,7 +209,7 @@ def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool) -
     significant = first(lambda s: not is_trivial(seg[s]))
     lines = [first(lambda s: not is_trivial(seg[s]) or len(index.normal_at.get(normalize(seg[s]), ())) <= RARE), significant]
     if significant is not None and all(index.lines[p] != seg[significant] for p in found[significant]):
-        lines.append(first(lambda s: any(index.lines[p] == seg[s] for p in found[s])))
+        lines.append(first(lambda s: not is_trivial(seg[s]) and any(index.lines[p] == seg[s] for p in found[s])))
     if all(s is None for s in lines):
         lines = [first(lambda s: True)]
     blocks = {grow(seg, index, s, p, lo, hi): None for s in dict.fromkeys(lines) if s is not None for p in found[s]}

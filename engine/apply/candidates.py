@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
-from engine.apply.anchor import Block, OriginalIndex, anchor_blocks, normalize
+from engine.apply.anchor import Block, OriginalIndex, anchor_blocks, new_definitions, normalize
 from engine.apply.text import line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
@@ -27,15 +27,15 @@ NEAREST = 4  # with many anchor blocks, each is paired with this many nearest pa
 class Candidate:
     """The original span [start, end) that a segment would replace, and its two anchors.
 
-    `bounds` = (seg_from, seg_to, orig_from, orig_to) is what the splice really covers: the
-    anchors' outer edges, or the file's edge on a side the snippet pins there.
+    `bounds` = (seg_from, seg_to, orig_from, orig_to) is what the splice covers: the anchors'
+    outer edges.
     """
 
     head: Block
     tail: Block
     weight: float  # line weights of the segment lines the anchors cover
     level: int
-    reach: int = 0  # non-blank segment lines outside the anchors, at unpinned edges
+    reach: int = 0  # non-blank segment lines outside the anchors
     bounds: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     @property
@@ -91,7 +91,7 @@ def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block
     """The (head, tail) pairs worth scoring. A common anchor line (`return nil`) yields hundreds of
     blocks, and far pairs only delete more: so each block of the scarcer side is paired with the
     NEAREST blocks of the other side (tails after a head, heads before a tail), plus all pairs of
-    the heaviest blocks (the distinctive context)."""
+    the NEAREST heaviest blocks of each side (the distinctive context)."""
     if len(heads) * len(tails) <= 64:
         return [(h, t) for h in heads for t in tails]
     out = set()
@@ -106,9 +106,8 @@ def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block
         for t in tails:
             k = bisect.bisect_left(starts, t.orig_end)
             out.update((h, t) for h in heads[max(0, k - NEAREST) : k])
-    heavy = [[b for b in blocks if sum(b.weights) == top] for blocks in (heads, tails) for top in [max(sum(b.weights) for b in blocks)]]
-    if len(heavy[0]) * len(heavy[1]) <= 64:
-        out.update((h, t) for h in heavy[0] for t in heavy[1])
+    heavy_heads, heavy_tails = (sorted(blocks, key=lambda b: -sum(b.weights))[:NEAREST] for blocks in (heads, tails))
+    out.update((h, t) for h in heavy_heads for t in heavy_tails)
     return list(out)
 
 
@@ -121,29 +120,22 @@ def _singles(blocks: list[Block]) -> list[Block]:
     return sorted(unique, key=lambda b: -sum(b.weights))[: 4 * NEAREST]
 
 
-def candidates(
-    seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int | None = None, pinned: tuple[bool, bool] = (False, False)
-) -> list[Candidate]:
+def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int | None = None) -> list[Candidate]:
     """Candidates for `seg` inside orig[lo:hi], best score first, one per distinct splice.
 
     Every fitting (head, tail) pair, plus each block alone (the other side inserted: a segment
-    whose last lines are all new). `pinned` says the segment's first / last line is fixed at the
-    file's start / end by the snippet itself, so lines there count as reached.
+    whose last lines are all new).
     """
     hi = len(index) if hi is None else hi
-    heads = anchor_blocks(seg, index, lo, hi, from_end=False)
-    tails = anchor_blocks(seg, index, lo, hi, from_end=True)
+    new = new_definitions(seg, index, lo, hi)
+    heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
+    tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
     found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
     nonblank = [i for i, line in enumerate(seg) if line.strip()]
     best: dict[tuple[int, int, int, int], Candidate] = {}
     for c in found:
-        bounds = (
-            0 if pinned[0] else c.head.seg_start,
-            len(seg) if pinned[1] else c.tail.seg_end,
-            lo if pinned[0] else c.start,
-            hi if pinned[1] else c.end,
-        )
+        bounds = (c.head.seg_start, c.tail.seg_end, c.start, c.end)
         reach = sum(1 for i in nonblank if not bounds[0] <= i < bounds[1])
         c = replace(c, reach=reach, bounds=bounds)
         if bounds not in best or c.score > best[bounds].score:

@@ -10,24 +10,14 @@ longer or shorter than the segment: a loose match must not swallow unrelated cod
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from difflib import SequenceMatcher
 
-from engine.apply.anchor import FUZZY, Block, OriginalIndex, is_trivial
+from engine.apply.anchor import FUZZY, Block, OriginalIndex, definition, is_trivial, new_definitions
 from engine.apply.candidates import Candidate, pair
 
 FUZZY_THRESHOLD = 0.8  # difflib ratio for a line to match fuzzily
-_DEFINITION = re.compile(
-    r"\b(?:def|class|func|fn|function|interface|struct|enum|trait|type|module|impl)\s+(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*"
-)
 DEFINITION_SIMILARITY = 0.9  # two lines defining the same name (a changed signature)
-
-
-def definition(line: str) -> str | None:
-    """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method; None otherwise."""
-    match = _DEFINITION.search(line)
-    return " ".join(match.group(0).split()) if match else None
 
 
 def similarity(a: str, b: str) -> float:
@@ -43,7 +33,8 @@ def fuzzy_candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: in
     orig[lo:hi], best mean similarity first, each with that similarity."""
     # Only the first and the last segment lines with similar original lines are used: scan from
     # each end (each scan compares a line with all of orig[lo:hi]).
-    lines = [s for s, line in enumerate(seg) if not is_trivial(line)]
+    new = new_definitions(seg, index, lo, hi)  # a line of a new function says nothing about where it goes
+    lines = [s for s, line in enumerate(seg) if not is_trivial(line) and s not in new]
     first = next(((s, found) for s in lines if (found := _similar(seg[s], index, lo, hi))), None)
     if first is None:
         return []

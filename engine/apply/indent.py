@@ -1,45 +1,112 @@
-"""Re-indenting a segment that the model indented differently from the file.
+"""Writing a segment with the file's own indentation.
 
-Models dedent an excerpt of a method ("here is `area`", flush left), or write tabs as spaces.
-The anchored lines show it: each pairs a snippet line with the original line it matched up to
-whitespace. One consistent mapping over all of them is applied to the whole segment.
+Models re-indent what they quote: they dedent an excerpt of a method ("here is `area`", flush
+left), turn tabs into spaces, or indent by 2 where the file uses 4. The segment's context lines
+show how: each is paired with the original line it equals up to whitespace (`pairs`). Measured
+in columns (a tab is `width` columns, learned from the pairs), the pairs fit one mapping
+`original = scale * snippet + shift`, or they do not (a deliberate re-indent: code wrapped in a
+new `if`). Then every line of the segment is written so:
+
+* a context line whose new depth is its original's depth takes the original's indentation
+  string (tabs stay tabs, also where the snippet wrote spaces);
+* any other line gets the mapped depth, written in the file's style (tabs or spaces) when the
+  snippet wrote it in another style, else in its own;
+* with no single mapping, depths stay as written: only context lines at their original's depth
+  take its indentation string, and lines in the other style are rewritten in the file's (a
+  tabs-for-spaces swap is not an edit, a change of depth is).
+
+    >>> reindent(["    x = 1", "\\ty = 2"], {0: "\\tx = 1"}, tabs=True)
+    ['\\tx = 1', '\\ty = 2']
 """
 
 from __future__ import annotations
 
 from engine.apply.text import indent_of
 
+DEFAULT_TAB = 4  # columns per tab when the pairs do not tell
 
-def reindent(lines: list[str], seg, blocks, original) -> list[str]:
-    """`lines` re-indented when the anchored lines differ from the original by one mapping.
 
-    `blocks` are (segment start, original start, length) of the anchored runs of `seg`.
+def columns(indent: str, width: int) -> int:
+    """The depth of an indentation string in columns (tabs to the next multiple of `width`)."""
+    col = 0
+    for ch in indent:
+        col = (col // width + 1) * width if ch == "\t" else col + 1
+    return col
 
-    Models sometimes dedent an excerpt of a method, or turn tabs into spaces. When every anchored
-    line pair (two at least, one differing) fits the same mapping -- a prefix added, a prefix
-    removed, or each tab written as N spaces -- every line of the segment gets it; otherwise the
-    segment is left as written (a deliberate re-indent, e.g. code wrapped in a new `if`).
-    """
-    pairs = [(seg[s + d], original[o + d]) for s, o, length in blocks for d in range(length)]
-    pairs = [(indent_of(s), indent_of(o)) for s, o in dict.fromkeys(pairs) if s.strip()]
-    if len(pairs) < 2 or all(s == o for s, o in pairs):
+
+def render(depth: int, width: int, tabs: bool) -> str:
+    """`depth` columns of indentation, in tabs (and spaces for a remainder) or in spaces."""
+    return "\t" * (depth // width) + " " * (depth % width) if tabs else " " * depth
+
+
+def file_uses_tabs(lines) -> bool:
+    """Whether most indented lines of the file start with a tab."""
+    starts = [line[0] for line in lines if line[:1] in (" ", "\t") and line.strip()]
+    return starts.count("\t") > len(starts) // 2
+
+
+def tab_width(pairs: list[tuple[str, str]]) -> int:
+    """Columns per tab: from pairs whose indentation is tabs on one side and spaces on the other
+    (the snippet wrote each tab as N spaces), when they agree; else DEFAULT_TAB."""
+    widths = set()
+    for s, o in pairs:
+        spaces, tabs = (s, o) if set(o) == {"\t"} else (o, s)
+        if set(tabs) == {"\t"} and set(spaces) == {" "} and len(spaces) % len(tabs) == 0:
+            widths.add(len(spaces) // len(tabs))
+    return widths.pop() if len(widths) == 1 else DEFAULT_TAB
+
+
+def _mapping(depths: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """(scale, shift) with original = scale * snippet + shift for every pair, or None."""
+    distinct = sorted(set(depths))
+    (s0, o0) = distinct[0]
+    others = [(s, o) for s, o in distinct if s != s0]
+    if not others:
+        scale = 1
+    else:
+        s1, o1 = others[0]
+        if (o1 - o0) % (s1 - s0):
+            return None
+        scale = (o1 - o0) // (s1 - s0)
+    shift = o0 - scale * s0
+    if scale < 1 or any(o != scale * s + shift for s, o in distinct):
+        return None
+    return scale, shift
+
+
+def reindent(lines: list[str], pairs: dict[int, str], tabs: bool, fit: set[int] | None = None) -> list[str]:
+    """`lines` written with the file's indentation (see the module docstring). `pairs` maps a row
+    of `lines` to the original line it equals up to whitespace; `tabs` is the file's style; the
+    mapping is fitted on the rows in `fit` (default: all pairs), e.g. to leave out lone braces."""
+    indents = {r: (indent_of(lines[r]), indent_of(o)) for r, o in pairs.items() if lines[r].strip()}
+    if all(s == o for s, o in indents.values()):
         return lines
-    added = {o[: len(o) - len(s)] if o.endswith(s) else None for s, o in pairs}
-    if len(added) == 1 and None not in added:
-        (prefix,) = added
-        return [prefix + l if l.strip() else l for l in lines]
-    removed = {s[: len(s) - len(o)] if s.endswith(o) else None for s, o in pairs}
-    if len(removed) == 1 and None not in removed:
-        (prefix,) = removed
-        return [l[len(prefix) :] if l.startswith(prefix) else l for l in lines]
-    if all(set(o) <= {"\t"} and set(s) <= {" "} and len(s) % max(len(o), 1) == 0 and bool(s) == bool(o) for s, o in pairs):
-        widths = {len(s) // len(o) for s, o in pairs if o}
-        if len(widths) == 1:  # the model turned tabs into spaces
-            (width,) = widths
-            return [_tabs(l, width) for l in lines]
-    return lines
+    width = tab_width(list(indents.values()))
+    fitted = [indents[r] for r in indents if fit is None or r in fit] or list(indents.values())
+    mapping = _mapping([(columns(s, width), columns(o, width)) for s, o in fitted])
+    style = "\t" if tabs else " "
+    restyle = any(_swapped(s, o) for s, o in indents.values())
+    out = []
+    for r, line in enumerate(lines):
+        own = indent_of(line)
+        depth = columns(own, width)
+        target = depth if mapping is None else mapping[0] * depth + mapping[1]
+        original = pairs.get(r)
+        if not line.strip():
+            out.append(line)
+        elif original is not None and columns(indent_of(original), width) == target:
+            # A context line at its own depth: the original's indentation, unless the snippet
+            # changed only its whitespace mix on purpose ('    \t\t' for '\t\t\t').
+            keep = mapping in (None, (1, 0)) and not _swapped(own, indent_of(original))
+            out.append(line if keep else indent_of(original) + line[len(own) :])
+        elif target != depth or (restyle and own[:1] not in ("", style)):
+            out.append(render(target, width, tabs) + line[len(own) :])
+        else:
+            out.append(line)
+    return out
 
 
-def _tabs(line: str, width: int) -> str:
-    spaces = len(line) - len(line.lstrip(" "))
-    return "\t" * (spaces // width) + " " * (spaces % width) + line[spaces:]
+def _swapped(ours: str, theirs: str) -> bool:
+    """Whether indentation `ours` is `theirs` with tabs written as spaces, or the reverse: all of
+    one kind where the other has the other kind (a mix such as '    \\t\\t' is deliberate)."""
+    return (set(ours) == {" "} and "\t" in theirs) or (set(ours) == {"\t"} and " " in theirs)

@@ -11,7 +11,8 @@ The result says how far to trust it. `status`:
 * `exact`     every segment placed on exact (or whitespace-only) matches;
 * `fuzzy`     every segment placed, some by similarity;
 * `partial`   some segments placed, the others matched nowhere or out of order;
-* `ambiguous` some segment matches at several places equally well;
+* `ambiguous` some segment matches at several places equally well, or its edge has no plain
+              reading (`edges.py`: new lines at a snippet end without a marker, code beyond);
 * `unmatched` no segment could be placed.
 
 Ambiguous and unmatched segments are never guessed: the text then holds only what was placed
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.apply.anchor import LEVELS, OriginalIndex
+from engine.apply.confidence import PARTIAL
 from engine.apply.errors import Problem
 from engine.apply.languages import resolve_language
 from engine.apply.placement import Failure, Placement, place
@@ -48,8 +50,8 @@ class MergeResult:
     """The merged file and how far to trust it.
 
     `text` is the best merge (the original where nothing could be placed); `confidence` in [0, 1]
-    is 1.0 only for an exact merge with nothing doubtful, and 0.0 for ambiguous and unmatched
-    results; `problems` explains every failure and doubt (warnings included); `segments` says
+    (`confidence.py`) is 1.0 only for an exact merge with nothing doubtful, and 0.0 for ambiguous
+    and unmatched results; `problems` explains every failure and doubt (warnings included); `segments` says
     where each snippet segment went.
     """
 
@@ -75,7 +77,7 @@ def merge(original: str, snippet: str | Snippet, language: str | None = None) ->
     if not isinstance(snippet, Snippet):
         snippet = parse_snippet(snippet, language, original=original)
     orig = split_lines(original)
-    outcomes = place(snippet, OriginalIndex(orig.lines))
+    outcomes = place(snippet, OriginalIndex(orig.lines, original, language))
     placed = [o for o in outcomes if isinstance(o, Placement)]
     failed = [o for o in outcomes if isinstance(o, Failure)]
     text = _splice(orig, placed, snippet)
@@ -87,7 +89,7 @@ def merge(original: str, snippet: str | Snippet, language: str | None = None) ->
     status = _status(placed, failed)
     confidence = min((p.confidence for p in placed), default=0.0)
     if status not in SUCCESS:
-        confidence = 0.0 if status != "partial" else 0.5 * confidence * len(placed) / len(outcomes)
+        confidence = 0.0 if status != "partial" else PARTIAL * confidence * len(placed) / len(outcomes)
     reports = tuple(
         SegmentReport(o.segment, LEVELS[o.level], o.start, o.end) if isinstance(o, Placement)
         else SegmentReport(o.segment, o.status)
@@ -97,7 +99,7 @@ def merge(original: str, snippet: str | Snippet, language: str | None = None) ->
 
 
 def _status(placed: list[Placement], failed: list[Failure]) -> str:
-    if any(f.status == "ambiguous" for f in failed):
+    if any(f.status == "ambiguous" for f in failed) or any(n.severity == "error" for p in placed for n in p.notes):
         return "ambiguous"
     if not placed:
         return "unmatched"

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.diff import apply_unified_diff, unified_diff
 from engine.apply.errors import (
     ApplyCancelled, ApplyError, BinaryFileError, DiffError, EmptySnippetError, NeedsModelError,
@@ -48,7 +49,6 @@ from prompts.apply import FORMS
 MODES = ("auto", "model", "deterministic")
 # Measured on the dev set with the model path forced (bench/RESULTS.md, "Apply quality").
 DEFAULT_PROMPT_FORM = "draft"
-HIGH_CONFIDENCE = 0.9
 _DIFF_START = re.compile(r"^(--- |\+\+\+ |diff --git |Index: |@@)")
 _HUNK = re.compile(r"^@@.*@@")
 

@@ -6,37 +6,30 @@ of the segments before, a backward pass those that can precede the segments afte
 repeatedly, a segment whose best candidate scores strictly higher than its runner-up is fixed
 there, and the pruning runs again. What is left with two equally good candidates is *ambiguous*
 and is not guessed; a segment whose candidates were all pruned is *out of order*; one with none
-gets a fuzzy search between its placed neighbours, or, at a file boundary the snippet pins down
-(no marker before its first / after its last line), becomes a pure insertion there.
+gets a fuzzy search between its placed neighbours, or, at a file edge the snippet leaves open
+(no marker before its first / after its last line), becomes a pure insertion there -- or replaces
+the lines there that its own lines resemble.
 
-Boundaries. With markers, a snippet that does not start with one starts at the top of the file:
-the first segment replaces everything above its head anchor (the dev set's top-of-file
-deletions, reported as a warning with less confidence, since a model may just have left the
-marker out); the same holds at the end. A snippet without any marker is either the whole new
-file or a fragment whose markers the model left out (`_whole_file` decides); a fragment keeps
-the code around it, as if the markers were there.
-
-Edges. Segment lines outside the anchors are inserted, except that a changed edge line right
-next to its anchor (the signature of `def f(x, y):` above unchanged body lines) replaces the
-original line it resembles, and blank lines next to a marker that match nothing are dropped.
+A placed segment's edges -- which original lines next to its anchors it replaces, what a
+missing marker means, a whole-file snippet -- are `edges.py`'s; its indentation is the file's
+(`indent.py`); its doubts lower its confidence (`confidence.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.apply.anchor import EXACT, FUZZY, SPACE, OriginalIndex, is_trivial
+from engine.apply.anchor import EXACT, FUZZY, SPACE, Block, OriginalIndex, is_trivial, normalize
 from engine.apply.candidates import Candidate, candidates, deleted_lines
+from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Doubt
+from engine.apply.edges import extend, final_blank_lines, head_edge, tail_edge, trim_blank_edges, whole_file
 from engine.apply.errors import Problem
-from engine.apply.fuzzy import fuzzy_candidates, similarity
+from engine.apply.fuzzy import fuzzy_candidates
 from engine.apply.indent import reindent
 from engine.apply.snippet import Snippet
-from engine.apply.text import indent_of
+from engine.apply.text import line_matcher
 
-EXTEND_THRESHOLD = 0.75  # similarity for a changed edge line to replace its neighbour
 _TIE = 0.01  # fuzzy ratios this close are a tie
-WHOLE_FILE_SLACK = 2
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -125,10 +118,7 @@ def _fewest_deleted(tied: list[Candidate], seg, index: OriginalIndex, cache: dic
 def place(snippet: Snippet, index: OriginalIndex) -> list[Placement | Failure]:
     """A `Placement` or a `Failure` for every segment of `snippet`, in segment order."""
     n, segs = len(index), snippet.segments
-    last = len(segs) - 1
-    pins = [(j == 0 and snippet.has_markers and not snippet.leading_elision,
-             j == last and snippet.has_markers and not snippet.trailing_elision) for j in range(len(segs))]
-    found = [candidates(s.lines, index, pinned=pins[j]) for j, s in enumerate(segs)]
+    found = [candidates(s.lines, index) for s in segs]
     resolved = resolve(found, n, segs, index)
     # The original span each segment holds so far: its one candidate, later its placement.
     spans = [(o[0].start, o[0].end) if len(o) == 1 else None for o in resolved]
@@ -147,137 +137,83 @@ def place(snippet: Snippet, index: OriginalIndex) -> list[Placement | Failure]:
             continue
         lo = max((sp[1] for sp in spans[:j] if sp), default=0)
         hi = min((sp[0] for sp in spans[j + 1 :] if sp), default=n)
-        result = _place_one(snippet, j, opts[0] if opts else None, index, lo, hi)
+        shown_from = next((sp[0] for sp in spans[:j] if sp), None)  # the snippet's first placed line
+        result = _place_one(snippet, j, opts[0] if opts else None, index, lo, hi, shown_from)
         spans[j] = (result.start, result.end) if isinstance(result, Placement) else None
         out.append(result)
     return out
 
 
-def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: OriginalIndex, lo: int, hi: int) -> Placement | Failure:
-    """Place segment `j` inside orig[lo:hi] at `cand` (or by a fuzzy search when None)."""
+def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: OriginalIndex, lo: int, hi: int,
+               shown_from: int | None = None) -> Placement | Failure:
+    """Place segment `j` inside orig[lo:hi] at `cand` (or by a fuzzy search when None);
+    `shown_from` is where the segments before it start in the original."""
     seg = snippet.segments[j].lines
-    explicit = snippet.has_markers
-    pinned_top = j == 0 and not snippet.leading_elision
-    pinned_bottom = j == len(snippet.segments) - 1 and not snippet.trailing_elision
-    confidence = 1.0
+    open_top = j == 0 and not snippet.leading_elision
+    open_bottom = j == len(snippet.segments) - 1 and not snippet.trailing_elision
+    doubt = Doubt()
     if cand is None:
-        found = _unanchored(snippet, j, index, lo, hi, pinned_top, pinned_bottom)
+        found = _unanchored(snippet, j, index, lo, hi, open_top, open_bottom)
         if not isinstance(found, tuple):
             return found
-        cand, confidence = found
-    notes: list[Problem] = []
+        cand, ratio = found
+        doubt.scale(FUZZY_PLACEMENT * ratio)
     level = cand.level
     lines = list(seg)
-    i, start = cand.head.seg_start, cand.start
-    k, end = cand.tail.seg_end, cand.end
-    top_gap, bottom_gap = start - i, (len(index) - end) - (len(seg) - k)
-    if not explicit and _whole_file(top_gap, bottom_gap, len(index), len(seg)):
-        if max(top_gap, bottom_gap) > WHOLE_FILE_SLACK:
-            notes.append(Problem("whole_file", "the snippet has no markers and reaches one end of the file, so it is taken as "
-                                 f"the whole new file: {max(top_gap, bottom_gap)} original lines at the other end are dropped", "warning"))
-            confidence *= 0.6
-        confidence *= 0.95 if top_gap > 0 or bottom_gap > 0 else 1.0
-        return Placement(j, 0, len(index), tuple(lines), level, confidence, tuple(notes))
-    # Head side: where the segment starts in the original, and which leading lines are inserted.
-    if pinned_top and (explicit or top_gap <= 0):
-        if top_gap > 0:
-            notes.append(Problem("top_deleted", f"the snippet has no marker before its first line, so original "
-                                 f"lines 1-{start} above its first anchor are replaced", "warning"))
-            # Or the model left out the leading marker: doubt grows with what would be lost.
-            confidence *= 0.6 if top_gap > 2 else 1.0
-        start = lo
+    # Changed edge lines next to the anchors replace the original lines they resemble.
+    i, start, fuzzy_head = extend(lines, index, cand.head.seg_start, cand.start, lo, step=-1)
+    k, end, fuzzy_tail = extend(lines, index, cand.tail.seg_end, cand.end, hi, step=+1)
+    if fuzzy_head or fuzzy_tail:
+        level = FUZZY
+        doubt.scale(SIMILAR_EDGE)
+    if not snippet.has_markers and whole_file(index, lines, i, start, k, end):
+        start, end = 0, len(index)
     else:
-        if pinned_top:
-            confidence *= 0.9
-            notes.append(Problem("implied_marker", "no elision marker before the snippet, but it anchors at original "
-                                 f"line {start + 1}: the code above is kept", "warning"))
-        i, start, fuzzy = _extend(lines, index, i, start, lo, step=-1)
-        if fuzzy:
-            level, confidence = FUZZY, confidence * 0.8
-        if not any(l.strip() for l in lines[:i]):
-            del lines[:i]  # blank lines next to the marker that match nothing
-    # Tail side, mirrored (`k` counted from the end: head-side lines may have been dropped).
-    k = len(lines) - (len(seg) - k)
-    if pinned_bottom and (explicit or bottom_gap <= 0):
-        if hi - end > len(lines) - k:
-            notes.append(Problem("bottom_deleted", f"the snippet has no marker after its last line, so original "
-                                 f"lines {end + 1}-{hi} below its last anchor are replaced", "warning"))
-            confidence *= 0.6 if hi - end - (len(lines) - k) > 2 else 1.0
-        end = hi
-    else:
-        if pinned_bottom:
-            confidence *= 0.9
-            notes.append(Problem("implied_marker", "no elision marker after the snippet, but it anchors at original "
-                                 f"line {end}: the code below is kept", "warning"))
-        k, end, fuzzy = _extend(lines, index, k, end, hi, step=+1)
-        if fuzzy:
-            level, confidence = FUZZY, confidence * 0.8
-        if not any(l.strip() for l in lines[k:]):
-            del lines[k:]
-    if cand.level != EXACT and level != FUZZY:
-        lines = reindent(lines, seg, [(b.seg_start, b.orig_start, b.length) for b in (cand.head, cand.tail)], index.lines)
-    confidence *= 0.9 if cand.level == SPACE else 1.0
-    return Placement(j, start, end, tuple(lines), level, confidence, tuple(notes))
+        head_edge(lines, index, i, start, lo, open_top, doubt)
+        lines, k = trim_blank_edges(lines, i, k)
+        # Before a marker, only a construct this segment opens; at the snippet's open end, one the
+        # segments before it opened too.
+        shown = min(start, shown_from) if open_bottom and shown_from is not None else start
+        end = tail_edge(lines, index, k, shown, end, hi, open_bottom, doubt)
+        if open_bottom and end == len(index):
+            lines = final_blank_lines(lines, index, start, end)
+    lines = _file_indentation(lines, index, start, end)
+    if cand.level == SPACE:
+        doubt.scale(WHITESPACE_MATCH)
+    return Placement(j, start, end, tuple(lines), level, doubt.confidence, tuple(doubt.notes))
 
 
-def _unanchored(snippet, j, index, lo, hi, pinned_top, pinned_bottom) -> tuple[Candidate, float] | Placement | Failure:
-    """A segment none of whose lines occurs in orig[lo:hi]: a fuzzy candidate and its confidence,
-    else a pure insertion at the file edge the snippet pins it to, else a failure."""
+def _unanchored(snippet, j, index, lo, hi, open_top, open_bottom) -> tuple[Candidate, float] | Placement | Failure:
+    """A segment none of whose lines occurs in orig[lo:hi]: a fuzzy candidate and its similarity,
+    else a pure insertion at the file edge the snippet leaves open, else a failure."""
     seg = snippet.segments[j].lines
     if not snippet.has_markers and len(index) == 0:
         return Placement(j, 0, 0, seg, EXACT, 1.0)  # a new file: the snippet is all of it
     ranked = fuzzy_candidates(seg, index, lo, hi)
-    if snippet.has_markers:  # a pinned side must stay at the file's edge
-        if pinned_top:
-            ranked = [(c, r) for c, r in ranked if c.start <= c.head.seg_start]
-        if pinned_bottom:
-            ranked = [(c, r) for c, r in ranked if len(index) - c.end <= len(seg) - c.tail.seg_end]
     if ranked:
         if len(ranked) > 1 and ranked[1][1] >= ranked[0][1] - _TIE and ranked[1][0].start != ranked[0][0].start:
             return Failure(j, "ambiguous", "it only matches fuzzily, equally well at several places")
-        cand, ratio = ranked[0]
-        return cand, 0.7 * ratio
-    if snippet.has_markers and (pinned_top or pinned_bottom):
-        at = lo if pinned_top else hi
+        return ranked[0]
+    if snippet.has_markers and (open_top or open_bottom):
+        at = lo if open_top else hi
+        # An empty anchor at the open edge: changed lines there replace the lines they resemble.
+        edge = Block(0 if open_top else len(seg), at, (), FUZZY)
+        if extend(list(seg), index, edge.seg_start, at, hi if open_top else lo, 1 if open_top else -1)[2]:
+            return Candidate(edge, edge, 0.0, FUZZY), 1.0
         note = Problem("unanchored_insert", "nothing in it matches the original; inserted at the "
-                       f"{'top' if pinned_top else 'end'} of the file as the snippet's markers say", "warning")
-        return Placement(j, at, at, seg, EXACT, 0.9, (note,))
+                       f"{'top' if open_top else 'end'} of the file, where the snippet has no marker", "warning")
+        return Placement(j, at, at, seg, EXACT, UNANCHORED_INSERT, (note,))
     return Failure(j, "unmatched", "none of its lines occurs in the original, even fuzzily")
 
 
-def _whole_file(top_gap: int, bottom_gap: int, n: int, length: int) -> bool:
-    """Whether a snippet without markers is the whole new file rather than a fragment.
-
-    The gaps count original lines above / below its anchors that its own lines do not account
-    for. It is the whole file when it leaves only a few such lines at the two ends (up to
-    WHOLE_FILE_SLACK each, 5% of the file in all, none in a file under 20 lines), or when it
-    reaches one end of the file exactly and is at least half the file's length: what is left over
-    at the other end is code it deleted.
-    """
-    if top_gap <= WHOLE_FILE_SLACK and bottom_gap <= WHOLE_FILE_SLACK and max(top_gap, 0) + max(bottom_gap, 0) <= n // 20:
-        return True
-    return min(top_gap, bottom_gap) <= 0 and 2 * length >= n
+def _file_indentation(lines: list[str], index: OriginalIndex, start: int, end: int) -> list[str]:
+    """`lines` in the file's indentation (`indent.py`), from the segment lines that equal lines of
+    orig[start:end] up to whitespace (the mapping is fitted on the significant ones)."""
+    ours = [normalize(line) for line in lines]
+    matcher = line_matcher(index.normal[start:end], ours)
+    pairs = {b + d: index.lines[start + a + d] for a, b, size in matcher.get_matching_blocks() for d in range(size)}
+    if all(lines[r] == o for r, o in pairs.items()):
+        return lines
+    return reindent(lines, pairs, index.uses_tabs, fit={r for r in pairs if not is_trivial(lines[r])})
 
 
-def _extend(lines, index, at, orig, limit, step):
-    """Let changed edge lines next to an anchor replace the original lines they resemble.
-
-    Moves outward from segment line `at` / original line `orig` (exclusive bounds on the tail
-    side, `step` +1) while the next pair is equal up to whitespace or similar enough; never over a
-    blank line (a blank usually separates a new definition from its neighbour, which must stay).
-    Returns the new bounds and whether a merely similar line was taken.
-    """
-    fuzzy = False
-    edge = at if step < 0 else at - 1
-    if not (0 <= edge < len(lines)) or not lines[edge].strip():
-        return at, orig, False
-    while True:
-        s, o = (at - 1, orig - 1) if step < 0 else (at, orig)
-        if not (0 <= s < len(lines)) or (o < limit if step < 0 else o >= limit) or not lines[s].strip():
-            return at, orig, fuzzy
-        a, b = lines[s], index.lines[o]
-        if index.level(a, o) is None:
-            if is_trivial(a) or similarity(a, b) < EXTEND_THRESHOLD or indent_of(a) != indent_of(b):
-                return at, orig, fuzzy
-            fuzzy = True
-        at, orig = at + step, orig + step

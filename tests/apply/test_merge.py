@@ -148,9 +148,17 @@ def test_pure_deletion_between_anchors(shapes_py):
 
 
 def test_whole_file_without_markers_replaces_the_file(shapes_py):
-    new = shapes_py.replace("import os\n", "").replace("return 0", "return 1")
+    new = shapes_py.replace("import sys\n", "import sys\nimport re\n").replace("return 0", "return 1")
     result = merge(shapes_py, new, "python")
     assert result.status == "exact" and result.text == new
+
+
+def test_whole_file_missing_its_first_line_keeps_it(shapes_py):
+    # Deleted on purpose, or left out by the model? Nothing plainly deletes it: it stays.
+    new = shapes_py.replace("import os\n", "").replace("return 0", "return 1")
+    result = merge(shapes_py, new, "python")
+    assert result.ok and result.text == shapes_py.replace("return 0", "return 1")
+    assert "implied_marker" in [p.name for p in result.problems]
 
 
 def test_snippet_for_an_empty_file_is_the_file():
@@ -217,12 +225,12 @@ def test_segments_out_of_order_are_reported(shapes_py):
     assert "Shape(2, 2)" in result.text and "return 0\n" in result.text  # the first one applied, untouched area
 
 
-def test_no_leading_marker_means_the_top_of_the_file(shapes_py):
-    # The dev set's convention: a snippet without a leading marker starts at line 1, so the
-    # lines above its first anchor are deleted -- with a warning and less confidence.
+def test_no_leading_marker_is_an_implied_marker(shapes_py):
+    # A snippet that starts mid-file without a marker keeps the code above it: nothing says it
+    # is deleted (a chat model left the marker out).
     result = merge(shapes_py, "class Shape:\n    \"\"\"A square.\"\"\"\n# ... existing code ...\n", "python")
-    assert result.text.startswith("class Shape:\n    \"\"\"A square.\"\"\"\n")
-    assert "top_deleted" in [p.name for p in result.problems] and result.confidence < 1
+    assert result.ok and result.text == shapes_py.replace("A rectangle.", "A square.")
+    assert "implied_marker" in [p.name for p in result.problems]
 
 
 def test_large_repetitive_file():

@@ -69,10 +69,10 @@ def test_unchanged_result_is_a_warning_only(shapes_py):
     assert check.ok and check.names == ["no_change"]
 
 
-def test_a_guessed_whole_file_still_counts_as_mass_deletion(shapes_py):
-    # No markers, starts at line 1 and stops early: taken as the whole new file (a warning in
-    # the merge), but losing the rest of the file is still flagged.
+def test_a_fragment_reaching_one_end_keeps_the_rest(shapes_py):
+    # No markers, starts at line 1 and stops early: a fragment, not the whole new file, so the
+    # rest of the file is kept (an implied marker), not deleted.
     lines = shapes_py.splitlines(keepends=True)
-    result = merge(shapes_py, "".join(lines[:16]), "python")
-    assert "whole_file" in [p.name for p in result.problems]
-    assert "mass_deletion" in validate(shapes_py, result).names
+    result = merge(shapes_py, "".join(lines[:16]).replace("return self.w * self.h", "return 0"), "python")
+    assert "implied_marker" in [p.name for p in result.problems]
+    assert result.text == shapes_py.replace("return self.w * self.h", "return 0")

@@ -1,0 +1,69 @@
+"""Where a construct of the original ends: the one exception to "code beyond a segment's last
+anchor is kept" (placement.py).
+
+A segment that shows a construct from its first line -- `def loads(...)` with its docstring, a
+`module.exports = [` statement, `double() {` -- and then new last lines for it, gives the
+construct's new ending: its old ending is what those lines replace. Before a marker that is plain
+only when the segment shows the construct whole (down to its closer); at the end of a snippet
+without a trailing marker, also when the new lines are as long as the old ending. tree-sitter says which
+constructs the segment opened (the smallest named nodes starting inside the segment's span and
+running past its last anchor); the old ending is the rest of the outermost one. It is replaced
+only when that is plain:
+
+* when the construct ends with its own closer (`}` or `];` at its first line's indentation), the
+  new lines end with a closer at that indentation too: the snippet shows the construct whole;
+* without one (Python), the new lines hold at least as many statements as the old ending (a new
+  docstring alone does not replace a docstring plus a body).
+
+Languages without a grammar get no exception: the code beyond is kept, and the merge says it is
+unsure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engine.apply.languages import parse_tree
+from engine.apply.text import indent_of
+
+_CLOSER = re.compile(r"^[\s\])}>;,]+$")
+
+
+def open_construct(original: str, lines, language: str | None, span_start: int, end: int, hi: int) -> tuple[int, int] | None:
+    """(first row, exclusive end row) of the outermost construct that starts in
+    orig[span_start:end] and runs past its last non-blank line but not past `hi`; None when there
+    is none (or no grammar). `lines` are the original's lines."""
+    anchor = next((r for r in range(end - 1, span_start - 1, -1) if lines[r].strip()), None)
+    tree = parse_tree(original, language) if anchor is not None else None
+    if tree is None:
+        return None
+    column = len(indent_of(lines[anchor]).encode("utf-8"))
+    best = None
+    node = tree.root_node.descendant_for_point_range((anchor, column), (anchor, column))
+    while node is not None and node.parent is not None:  # the root (the whole file) never counts
+        first, last = node.start_point[0], node.end_point[0] + (node.end_point[1] > 0)
+        if node.is_named and span_start <= first <= anchor and end < last <= hi:
+            best = (first, last)
+        node = node.parent
+    return best
+
+
+def replaces_ending(old: list[str], new: list[str], opener_indent: str, closed_only: bool = False) -> bool:
+    """Whether `new` lines plainly replace `old`, the rest of a construct whose first line is
+    indented by `opener_indent` (see the module docstring); `closed_only` asks for the closer
+    form (a marker after the segment: only a construct shown whole is plain)."""
+    old = [l for l in old if l.strip()]
+    new = [l for l in new if l.strip()]
+    if not old or not new:
+        return False
+    if _CLOSER.match(old[-1]) and indent_of(old[-1]) == opener_indent:
+        # The construct has its own closer: the snippet shows it whole when it closes it too.
+        return bool(_CLOSER.match(new[-1])) and indent_of(new[-1]) == opener_indent
+    return not closed_only and _statements(new) >= _statements(old)
+
+
+def _statements(lines: list[str]) -> int:
+    """Lines at the smallest indentation among those that are not closers alone."""
+    body = [l for l in lines if not _CLOSER.match(l)]
+    depth = min((len(indent_of(l)) for l in body), default=0)
+    return sum(1 for l in body if len(indent_of(l)) == depth)
