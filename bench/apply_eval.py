@@ -218,15 +218,14 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
 
 
 def revalidate(record: CaseRecord, case: dict) -> CaseRecord:
-    """The record with the model-path checks of today's pipeline applied to its stored output
-    (runs made before a check existed report it too)."""
-    from engine.apply.model_path import snippet_kept, untouched_kept
-
+    """The record with today's validation of its stored model output (runs made before a check
+    existed report it too)."""
     output = record.extra.get("output")
-    if output is None or record.extra.get("path") != "model":  # a merge `auto` returned is checked already
+    if output is None or record.extra.get("path") != "model":  # a merge is checked already
         return record
-    merged = merge(case["original"], case["update_snippet"], case["language"])
-    found = [p.name for p in (untouched_kept(case["original"], output, merged), snippet_kept(output, merged)) if p]
+    merged = merge(case["original"], case["update_snippet"], case["language"], case["path"])
+    found = [p.name for p in validate(case["original"], output, language=case["language"], merge=merged).problems
+             if p.severity == "error"]
     names = record.validation + [n for n in found if n not in record.validation]
     return dataclasses.replace(record, validation=names, success=not names)
 

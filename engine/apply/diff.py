@@ -18,7 +18,7 @@ import re
 import unidiff
 
 from engine.apply.errors import DiffError
-from engine.apply.snippet import strip_fences
+from engine.apply.fences import excerpts
 from engine.apply.text import join_lines, line_matcher, split_lines
 
 NO_NEWLINE = "\\ No newline at end of file\n"
@@ -69,9 +69,9 @@ def _verify(a: str, b: str, text: str) -> None:
 
 def _normalize(diff_text: str) -> str:
     """The diff with fences stripped, headers added, and hunk counts recomputed."""
-    excerpts, fenced = strip_fences(diff_text, "diff")
+    code, fenced = excerpts(diff_text, "diff")
     # Split on '\n' only: a '\r' inside a diff line is part of that line (CRLF files).
-    lines = [line for excerpt in excerpts for line in excerpt] if fenced else diff_text.split("\n")
+    lines = [line for excerpt in code for line in excerpt] if fenced else diff_text.split("\n")
     if not fenced and lines and lines[-1] == "":
         lines.pop()
     out: list[str] = []

@@ -68,14 +68,15 @@ class MergeResult:
         return self.status in SUCCESS
 
 
-def merge(original: str, snippet: str | Snippet, language: str | None = None) -> MergeResult:
-    """Merge `snippet` (text, or an already parsed `Snippet`) into `original`.
+def merge(original: str, snippet: str | Snippet, language: str | None = None, path: str | None = None) -> MergeResult:
+    """Merge `snippet` (text, or an already parsed `Snippet`) into `original`; `path`, the
+    file's name, picks its blocks out of a chat answer with code for several files.
 
     Raises `EmptySnippetError` / `MarkerOnlySnippetError` for snippets with nothing to apply.
     """
     language = resolve_language(language) or language
     if not isinstance(snippet, Snippet):
-        snippet = parse_snippet(snippet, language, original=original)
+        snippet = parse_snippet(snippet, language, original=original, path=path)
     orig = split_lines(original)
     outcomes = place(snippet, OriginalIndex(orig.lines, original, language))
     placed = [o for o in outcomes if isinstance(o, Placement)]

@@ -11,20 +11,16 @@
   here, before anything is generated.
 
 `finish` parses the answer, splices a rewritten region back into the file, and gives every line
-the original's ending (`restore_endings`). Two checks hold the model's file to what the merge
-knows, when it placed every segment: `untouched_kept` (original lines outside every segment come
-through verbatim and in order -- small models drop a file's head, stop early, or "improve" lines
-nobody asked about) and `snippet_kept` (every snippet line is there -- they also keep the
-original's line where the snippet changed it).
+the original's ending (`restore_endings`). `validate` then holds the model's file to what the
+merge knows (untouched lines kept, snippet lines present).
 """
 
 from __future__ import annotations
 
 import os
-from collections import Counter
 from dataclasses import dataclass
 
-from engine.apply.errors import ContextTooLongError, Problem
+from engine.apply.errors import ContextTooLongError
 from engine.apply.text import CRLF, join_lines, line_matcher, split_lines
 from prompts.apply import ApplyPrompt, build_apply_prompt, build_instruction_prompt
 
@@ -55,7 +51,7 @@ class ModelJob:
     """An engine request and what is needed to turn its answer back into the file."""
 
     prompt: ApplyPrompt
-    request: "Request"  # engine.sequence.Request
+    request: object  # engine.sequence.Request (imported lazily: the deterministic path needs no torch)
     prompt_tokens: int
     max_tokens: int
     head: str  # LF text of the file before the rewritten part ('' unless a region is rewritten)
@@ -128,52 +124,3 @@ def finish(job: ModelJob, answer: str, original: str) -> str:
     """The new file: the answer parsed, spliced between head and tail, with original endings."""
     text = job.prompt.parse(answer, job.body)
     return restore_endings(original, job.head + text + job.tail)
-
-
-def untouched_kept(original: str, text: str, merge) -> Problem | None:
-    """A problem when `text` lost or changed original lines that no snippet segment covers.
-
-    Only for a merge whose segments were all placed (`merge.ok`): the blocks of original lines
-    between their spans are searched for in `text`, whole and in order. A model that writes the
-    merge passes by construction; one that drops or rewrites an untouched line does not.
-    """
-    if merge is None or not merge.ok:
-        return None
-    orig = split_lines(original).lines
-    spans = sorted((r.start, r.end) for r in merge.segments if r.start is not None)
-    blocks, cursor = [], 0
-    for start, end in spans + [(len(orig), len(orig))]:
-        if start > cursor:
-            blocks.append((cursor, start))
-        cursor = max(cursor, end)
-    haystack = "\n" + "\n".join(split_lines(text).lines) + "\n"
-    pos, lost = 0, []
-    for a, b in blocks:
-        at = haystack.find("\n" + "\n".join(orig[a:b]) + "\n", pos)
-        if at < 0:
-            lost.append((a, b))
-        else:
-            pos = at + 1 + len("\n".join(orig[a:b]))
-    if not lost:
-        return None
-    lines = sum(b - a for a, b in lost)
-    a, b = lost[0]
-    return Problem("untouched_lines_changed", f"{len(lost)} stretch(es) of original lines that the snippet does not "
-                   f"touch ({lines} lines) are not in the result verbatim (first: original lines {a + 1}-{b})", line=a + 1)
-
-
-def snippet_kept(text: str, merge) -> Problem | None:
-    """A problem when lines of the snippet's code are missing from `text` (compared stripped).
-
-    Small models copy the original where the snippet changed it; this is the check for that.
-    Only for a merge whose segments were all placed: then the merge holds every snippet line.
-    """
-    if merge is None or not merge.ok or merge.snippet is None:
-        return None
-    want = Counter(l.strip() for seg in merge.snippet.segments for l in seg.lines if l.strip())
-    missing = want - Counter(l.strip() for l in split_lines(text).lines)
-    if not missing:
-        return None
-    first = next(l.strip() for seg in merge.snippet.segments for l in seg.lines if l.strip() in missing)
-    return Problem("snippet_lines_missing", f"{sum(missing.values())} line(s) of the snippet are not in the result "
-                   f"(first: {first[:80]!r}): the snippet's change was not (fully) applied")

@@ -6,9 +6,10 @@
 Modes (`ApplyRequest.mode`), and which path serves the request (`stats.path`):
 
 * `auto` (default): the deterministic merge when its status is `exact`, its confidence is at least
-  HIGH_CONFIDENCE and its result validates; otherwise the model, with the best (partial) merge as
-  the predicted output the lookup drafter reads first. Should the model's result fail validation
-  where the merge passed it, the merge is returned (with a `model_failed_validation` warning);
+  HIGH_CONFIDENCE (`confidence.py`) and its result validates (which includes: every deleted line
+  is explained); otherwise the model, with the best (partial) merge as the predicted output the
+  lookup drafter reads first. A model result that fails validation is a refusal with its
+  reasons: an untrusted merge is never returned as an answer (nor without an engine);
 * `model`: always the model (the merge still predicts its output);
 * `deterministic`: never the model; a snippet that matches nowhere is bad input (`NoMatchError`).
 
@@ -40,8 +41,8 @@ from engine.apply.errors import (
 )
 from engine.apply.languages import detect_language
 from engine.apply.merge import MergeResult, merge
-from engine.apply.model_path import ModelJob, build_job, closed, finish, snippet_kept, untouched_kept
-from engine.apply.snippet import strip_fences
+from engine.apply.model_path import ModelJob, build_job, closed, finish
+from engine.apply.fences import excerpts
 from engine.apply.targets import Region, find_region
 from engine.apply.validate import Validation, validate
 from prompts.apply import FORMS
@@ -172,8 +173,8 @@ class Plan:
 
 def looks_like_diff(snippet: str) -> bool:
     """Whether the snippet is a unified diff (maybe fenced) rather than a lazy edit snippet."""
-    excerpts, _ = strip_fences(snippet, "diff")
-    lines = [line for excerpt in excerpts for line in excerpt if line.strip()]
+    code, _ = excerpts(snippet, "diff")
+    lines = [line for excerpt in code for line in excerpt if line.strip()]
     return bool(lines) and bool(_DIFF_START.match(lines[0])) and any(_HUNK.match(l) for l in lines)
 
 
@@ -194,7 +195,7 @@ def prepare(req: ApplyRequest) -> Plan:
         return Plan(req, language, "instruction", "model", f"instruction only: {what}", region=region)
     if looks_like_diff(snippet):
         return _plan_diff(req, language)
-    result = merge(original, snippet, language)  # raises EmptySnippetError / MarkerOnlySnippetError
+    result = merge(original, snippet, language, req.path)  # raises EmptySnippetError / MarkerOnlySnippetError
     if req.mode == "deterministic" and result.status == "unmatched":
         raise NoMatchError("; ".join(p.reason for p in result.problems if p.severity == "error"))
     check = validate(original, result, language=language)
@@ -255,7 +256,9 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
         return
     if engine is None:
         if req.mode == "auto" and plan.candidate is not None:
-            note = Problem("model_unavailable", "the merge was not trusted, but no model is available", "warning")
+            # The merge was not trusted, so it is not an answer: shown, with its doubts, refused.
+            note = Problem("model_unavailable", f"the merge was not trusted ({plan.reason}) and no model is "
+                           "available to write the file")
             yield _deterministic_result(plan, note)
             return
         raise NeedsModelError("this request needs the model, and no engine is available")
@@ -280,15 +283,10 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
         events.close()  # a generation still running is cancelled
     answer = engine.tokenizer.decode(tokens)
     result = _model_result(plan, job, answer, stats, finish_reason, started)
-    if req.mode == "auto" and not result.ok and plan.validation is not None and plan.validation.ok:
-        # The model made it worse than the (untrusted but valid) merge: return the merge, flagged.
-        note = Problem("model_failed_validation", "the model's result failed validation ("
-                       + ", ".join(p.name for p in result.validation.problems if p.severity == "error")
-                       + "), so the deterministic merge is returned", "warning")
-        fallback = _deterministic_result(plan, note)
-        fallback.usage = result.usage
-        fallback.stats = {**result.stats, "path": "deterministic", "merge_status": plan.merge_status}
-        result = fallback
+    if req.mode == "auto" and not result.ok and plan.merge is not None:
+        # Neither path is trusted: a refusal with the model's reasons and the merge's doubts.
+        result.validation = Validation.of([*result.validation.problems, Problem(
+            "merge_not_trusted", f"the deterministic merge was not used either: {plan.reason}", "warning")])
     yield result
 
 
@@ -318,9 +316,9 @@ def _model_result(plan: Plan, job: ModelJob, answer: str, stats: dict, finish_re
     original = req.initial_code
     text = finish(job, answer, original)
     snippet = plan.merge.snippet if plan.merge is not None else None
-    check = validate(original, text, snippet=snippet, language=plan.language, allow_deletion=plan.kind == "diff")
+    check = validate(original, text, snippet=snippet, language=plan.language, allow_deletion=plan.kind == "diff",
+                     merge=plan.merge)
     problems = list(check.problems)
-    problems += [p for p in (untouched_kept(original, text, plan.merge), snippet_kept(text, plan.merge)) if p]
     if not closed(job, answer):
         problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.get('generated_tokens', 0)} "
                                    f"tokens (max_tokens {job.max_tokens}) before the end of the file"))

@@ -10,24 +10,22 @@ A chat model's answer is, e.g.::
     # ... existing code ...
     ```
 
-`parse_snippet` strips the prose and the fence, finds the elision markers (`markers.py`), and
-returns a `Snippet`: the ordered `Segment`s of literal code between elisions, whether an elision
-comes first / last, and the snippet's line-ending facts. Several fences in one answer are several
-excerpts of the same file, so they are joined with an elision between them.
+`parse_snippet` strips the prose and the fences (`fences.py`, which also drops blocks meant for
+other files), finds the elision markers (`markers.py`), and returns a `Snippet`: the ordered
+`Segment`s of literal code between elisions, whether an elision comes first / last, and the
+snippet's line-ending facts. Several fences for one file are several excerpts of it, joined with
+an elision between them.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from engine.apply.errors import EmptySnippetError, MarkerOnlySnippetError
-from engine.apply.languages import fence_tag_matches, resolve_language
+from engine.apply.fences import excerpts
+from engine.apply.languages import resolve_language
 from engine.apply.markers import find_markers
 from engine.apply.text import split_lines
-
-_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*?)[ \t]*$")
-_TAG = re.compile(r"[^\s:{,]+")
 
 
 @dataclass(frozen=True)
@@ -61,52 +59,10 @@ class Snippet:
         return bool(self.markers) or len(self.segments) > 1
 
 
-def _is_prose(line: str) -> bool:
-    """A line of chat prose ("Here is the updated function:") rather than code."""
-    text = line.strip()
-    if not text or line[0] in " \t" or text[-1] in "{}[](),;=\\":
-        return False
-    words = text.split()
-    return len(words) >= 3 or (text.endswith(":") and text[0].isupper() and not any(c in text for c in "()=[]"))
-
-
-def _fenced_blocks(lines: list[str]) -> list[tuple[str, list[str]]]:
-    """(fence tag, inner lines) of every fenced block; an unclosed fence runs to the end."""
-    blocks, i = [], 0
-    while i < len(lines):
-        opened = _FENCE_OPEN.match(lines[i])
-        if not opened:
-            i += 1
-            continue
-        fence = opened["fence"]
-        tag = _TAG.match(opened["info"])
-        closer = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        end = next((j for j in range(i + 1, len(lines)) if closer.match(lines[j])), len(lines))
-        blocks.append((tag.group(0).lower() if tag else "", lines[i + 1 : end]))
-        i = end + 1
-    return blocks
-
-
-def strip_fences(text: str, language: str | None = None) -> tuple[list[list[str]], bool]:
-    """The code excerpts of `text` (lists of lines) and whether they came out of fences.
-
-    Fences count when the text starts with one or only prose precedes the first (so a
-    ```` ``` ```` line inside a docstring of an unfenced snippet is left alone). Among several
-    blocks, those tagged with the file's language or untagged are kept, in order; a block tagged
-    otherwise (a shell command, say) is dropped unless nothing else is left.
-    """
-    lines = list(split_lines(text).lines)
-    first = next((i for i, line in enumerate(lines) if _FENCE_OPEN.match(line)), None)
-    if first is None or not all(_is_prose(l) or not l.strip() for l in lines[:first]):
-        return [lines], False
-    blocks = _fenced_blocks(lines)
-    wanted = (language or "").lower()
-    chosen = [b for tag, b in blocks if not tag or tag == wanted or fence_tag_matches(tag, language)]
-    return chosen or [b for _, b in blocks], True
-
-
-def parse_snippet(text: str, language: str | None = None, *, original: str | None = None) -> Snippet:
-    """Parse a lazy edit snippet. `original`, when given, settles doubtful marker lines.
+def parse_snippet(text: str, language: str | None = None, *, original: str | None = None,
+                  path: str | None = None) -> Snippet:
+    """Parse a lazy edit snippet. `original`, when given, settles doubtful marker lines; `path`
+    picks the fenced blocks for this file out of an answer that holds several (`fences.py`).
 
     Raises `EmptySnippetError` for a snippet with no code and `MarkerOnlySnippetError` for one
     whose only lines are elision markers.
@@ -115,12 +71,12 @@ def parse_snippet(text: str, language: str | None = None, *, original: str | Non
         raise EmptySnippetError()
     language = resolve_language(language) or language
     facts = split_lines(text)
-    excerpts, fenced = strip_fences(text, language)
+    code, fenced = excerpts(text, language, path, original)
     # The snippet as one sequence: code lines, and None for each elision (a marker line, or the
     # boundary between two fenced excerpts).
     items: list[str | None] = []
     markers: list[str] = []
-    for n, lines in enumerate(excerpts):
+    for n, lines in enumerate(code):
         if n:
             items.append(None)
         rows = set(find_markers(lines, language, original))

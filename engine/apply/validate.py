@@ -10,7 +10,17 @@ Each check is a named `Problem` with a reason; `Validation.ok` is False when any
 * `mass_deletion`    more than 30% of the original's lines disappeared (net of lines added in
                      their place) while the snippet kept elisions, i.e. did not say "this is the
                      whole new file";
+* `untouched_lines_changed`  original lines that no snippet segment covers are not in the result
+                     verbatim and in order (given the merge that says where the segments went):
+                     a deletion nothing in the snippet explains -- a model that drops a file's
+                     head, stops early, or "improves" a line nobody asked about;
+* `snippet_lines_missing`  lines of the snippet's code are not in the result: the edit was not
+                     (fully) applied -- a model that copies the original, or nothing at all;
 * `no_change`        (warning) the result equals the original.
+
+Every path runs every check: the deterministic merge keeps untouched lines by construction, so
+there the last two are a safety net; on the model path they hold the model to what the merge
+knows.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from dataclasses import dataclass
 from engine.apply.errors import Problem
 from engine.apply.languages import parse_tree, resolve_language
 from engine.apply.markers import find_markers
+from engine.apply.merge import MergeResult
 from engine.apply.snippet import Snippet, parse_snippet
 from engine.apply.text import line_matcher, split_lines
 
@@ -44,16 +55,18 @@ class Validation:
 
 
 def validate(original: str, result, snippet: str | Snippet | None = None, language: str | None = None,
-             *, allow_deletion: bool = False) -> Validation:
+             *, allow_deletion: bool = False, merge: MergeResult | None = None) -> Validation:
     """Validate `result` (a string or a `MergeResult`) as the new version of `original`.
 
-    `snippet` (text or parsed; a `MergeResult` brings its own) tells whether a large deletion was
-    asked for: a snippet without markers is the whole new file. `allow_deletion` says the request
-    asked for deletions.
+    `snippet` (text or parsed; a merge brings its own) tells whether a large deletion was asked
+    for: a snippet without markers is the whole new file. `merge` (the `result` itself when it is
+    one) says which original lines the snippet's segments cover. `allow_deletion` says the
+    request asked for deletions (a unified diff).
     """
     text = result if isinstance(result, str) else result.text
-    if snippet is None and not isinstance(result, str):
-        snippet = result.snippet
+    merge = merge if merge is not None else (None if isinstance(result, str) else result)
+    if snippet is None and merge is not None:
+        snippet = merge.snippet
     if isinstance(snippet, str):
         try:
             snippet = parse_snippet(snippet, language, original=original)
@@ -65,12 +78,15 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
         problems.append(Problem("empty_result", "the result is empty but the original is not"))
     problems += _parse_errors(original, text, language)
     problems += _copied_markers(original, text, language)
-    # A snippet without markers is the whole new file: its deletions are what it says. Unless
-    # the merge had to guess that from a snippet reaching only one end of the file.
-    guessed = not isinstance(result, str) and any(p.name == "whole_file" for p in result.problems)
-    whole_file = snippet is not None and not snippet.has_markers and not guessed
+    # A snippet without markers that the merge took as the whole new file: its deletions are
+    # what it says (a fragment keeps the code around it, so it deletes nothing there).
+    whole_file = snippet is not None and not snippet.has_markers
     if not (allow_deletion or whole_file):
         problems += _mass_deletion(original, text)
+    if merge is not None:
+        problems += _untouched_lost(original, text, merge)
+    if isinstance(snippet, Snippet) and not allow_deletion:
+        problems += _snippet_lines_missing(text, snippet)
     if text == original:
         problems.append(Problem("no_change", "the result is identical to the original", "warning"))
     return Validation.of(problems)
@@ -138,3 +154,47 @@ def _mass_deletion(original: str, text: str) -> list[Problem]:
         return []
     return [Problem("mass_deletion", f"{removed} of the original's {len(a)} lines ({removed / len(a):.0%}) were "
                     "removed, but the snippet elides code rather than replacing the whole file")]
+
+
+def _protected(merge: MergeResult, n: int) -> list[tuple[int, int]]:
+    """The stretches of the original, [start, end), that no snippet segment covers and no
+    unplaced segment could: between two placed segments adjacent in the snippet, and beyond
+    the first / last segment when it is placed."""
+    placed = sorted((r.start, r.end, r.segment) for r in merge.segments if r.start is not None)
+    if not placed:
+        return []
+    last = len(merge.segments) - 1
+    out = [(0, placed[0][0])] if placed[0][2] == 0 else []
+    out += [(a[1], b[0]) for a, b in zip(placed, placed[1:]) if b[2] == a[2] + 1]
+    out += [(placed[-1][1], n)] if placed[-1][2] == last else []
+    return [(a, b) for a, b in out if b > a]
+
+
+def _untouched_lost(original: str, text: str, merge: MergeResult) -> list[Problem]:
+    orig = split_lines(original).lines
+    haystack = "\n" + "\n".join(split_lines(text).lines) + "\n"
+    pos, lost = 0, []
+    for a, b in _protected(merge, len(orig)):
+        block = "\n".join(orig[a:b])
+        at = haystack.find("\n" + block + "\n", pos)
+        if at < 0:
+            lost.append((a, b))
+        else:
+            pos = at + 1 + len(block)
+    if not lost:
+        return []
+    a, b = lost[0]
+    return [Problem("untouched_lines_changed", f"{len(lost)} stretch(es) of original lines that the snippet does not "
+                    f"touch ({sum(y - x for x, y in lost)} lines) are not in the result verbatim (first: original lines "
+                    f"{a + 1}-{b})", line=a + 1)]
+
+
+def _snippet_lines_missing(text: str, snippet: Snippet) -> list[Problem]:
+    """Snippet code lines absent from `text`, compared stripped (indentation may be the file's)."""
+    want = Counter(line.strip() for seg in snippet.segments for line in seg.lines if line.strip())
+    missing = want - Counter(line.strip() for line in split_lines(text).lines)
+    if not missing:
+        return []
+    first = next(line.strip() for seg in snippet.segments for line in seg.lines if line.strip() in missing)
+    return [Problem("snippet_lines_missing", f"{sum(missing.values())} line(s) of the snippet are not in the result "
+                    f"(first: {first[:80]!r}): the snippet's change was not (fully) applied")]

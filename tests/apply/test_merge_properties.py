@@ -111,3 +111,68 @@ def test_merge_with_unique_context_reproduces_the_edit(case: Case):
     result = merge(text(case.original), text(case.snippet), "python")
     assert result.status == "exact", result.problems
     assert result.text == text(case.expected)
+
+
+@st.composite
+def open_ended(draw, duplicates: bool, at_top: bool) -> tuple[list[str], list[str], int]:
+    """(original, snippet, k): a window of the original with edits inside its context edges,
+    missing its marker on one side -- above when `at_top` (the window starts at line k >= 1),
+    else below (the window ends at line k < len(original))."""
+    original = draw(files(duplicates))
+    n = len(original)
+    start = draw(st.integers(1, n - 2)) if at_top else draw(st.integers(0, n - 3))
+    end = draw(st.integers(start + 2, n)) if at_top else draw(st.integers(start + 2, n - 1))
+    body = []
+    for i in range(start + 1, end - 1):
+        action = draw(st.sampled_from(["keep", "change", "delete", "insert"]))
+        body += {"keep": [original[i]], "change": [f"changed_{i} = {draw(st.sampled_from(WORDS))}()"],
+                 "delete": [], "insert": [original[i], f"inserted_{i}()"]}[action]
+    window = [original[start], *body, original[end - 1]]
+    if at_top:
+        return original, window + ([MARKER] if end < n else []), start
+    return original, ([MARKER] if start > 0 else []) + window, end
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(open_ended(duplicates=True, at_top=True))
+def test_no_leading_marker_keeps_every_line_above_the_anchor(case):
+    """A snippet without a leading marker that anchors at line k >= 1: lines 1..k-1 survive
+    unchanged, or the merge is not valid."""
+    original, snippet, _ = case
+    if not any(line.strip() and line != MARKER for line in snippet):
+        return  # nothing to apply (refused before merging, tested elsewhere)
+    result = merge(text(original), text(snippet), "python")
+    if result.ok:
+        k = result.segments[0].start
+        assert result.text.split("\n")[:k] == original[:k]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(open_ended(duplicates=True, at_top=False))
+def test_no_trailing_marker_keeps_every_line_below_the_anchor(case):
+    original, snippet, _ = case
+    if not any(line.strip() and line != MARKER for line in snippet):
+        return
+    result = merge(text(original), text(snippet), "python")
+    if result.ok:
+        below = original[result.segments[-1].end :]
+        lines = result.text.split("\n")[:-1]  # the text ends with a newline
+        assert lines[len(lines) - len(below) :] == below
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(open_ended(duplicates=False, at_top=True), st.booleans())
+def test_with_distinct_lines_an_open_end_anchors_where_the_window_is(case, flip):
+    """Distinct lines: the merge is valid, anchors exactly at the window, and keeps everything
+    beyond it, at either end."""
+    original, snippet, k = case
+    if flip:  # the same window read from the other side
+        original, snippet = original[::-1], snippet[::-1]
+        k = len(original) - k
+    result = merge(text(original), text(snippet), "python")
+    assert result.ok, result.problems
+    kept = result.text.split("\n")[:-1]
+    if not flip:
+        assert result.segments[0].start == k and kept[:k] == original[:k]
+    else:
+        assert result.segments[-1].end == k and kept[len(kept) - (len(original) - k) :] == original[k:]

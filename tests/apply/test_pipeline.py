@@ -121,11 +121,12 @@ def test_auto_sends_an_untrusted_merge_to_the_model(shapes_py, service):
     assert sum(s["accepted_per_step_hist"].values()) == s["steps"] > 0
     assert u["accepted_prediction_tokens"] + u["rejected_prediction_tokens"] == s["drafted"]
     assert u["prompt_tokens"] == len(build_job(plan, service.tokenizer, 1536, "draft").request.prompt_ids)
-    # 24 tokens cannot hold the file, so the model's answer fails validation; `auto` then returns
-    # the merge it did not trust, which validates, and says so.
-    assert s["path"] == "deterministic" and result.merged_code == plan.candidate
-    assert [p.name for p in result.validation.problems] == ["model_failed_validation"] and result.ok
-    assert "truncated" in result.validation.problems[0].reason
+    # 24 tokens cannot hold the file, so the model's answer fails validation; `auto` then refuses:
+    # the merge it did not trust is no answer either, and it says why.
+    assert s["path"] == "model" and not result.ok
+    names = [p.name for p in result.validation.problems]
+    assert names[0] == "truncated" and names[-1] == "merge_not_trusted"
+    assert "merge fuzzy" in result.validation.problems[-1].reason
 
 
 def test_model_mode_always_runs_the_model_and_reports_validation(shapes_py, service):
@@ -180,6 +181,56 @@ def test_a_model_that_strays_from_the_merge_fails_validation(shapes_py, tokenize
     req = ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model")
     result = apply_edit(EchoEngine(tokenizer, answer=answer), req)
     assert not result.ok and [p.name for p in result.validation.problems if p.severity == "error"] == [problem]
+
+
+CALCULATOR_JS = """class Calculator {
+  constructor() {
+    this.result = 0;
+  }
+
+  add(number) {
+    this.result += number;
+    return this;
+  }
+
+  divide(number) {
+    this.result /= number;
+    return this;
+  }
+}
+"""
+
+
+def test_a_model_that_drops_an_untouched_line_is_refused_whatever_the_merge(tokenizer):
+    """The check runs on every model result, also when the merge was not exact: here the snippet
+    only half-places (a new method the merge cannot put anywhere for sure), and the model drops
+    `return this;` from `add`, which the snippet never touched."""
+    snippet = ("// ... existing code ...\n  divide(number) {\n    if (number === 0) throw new Error('zero');\n"
+               "    this.result /= number;\n// ... existing code ...\n  reset() {\n    globalThis.counter = 42;\n  }\n// ...\n")
+    plan = prepare(ApplyRequest(CALCULATOR_JS, snippet, path="calc.js", mode="model"))
+    assert plan.merge_status in ("partial", "ambiguous")
+
+    def answer(prediction: str) -> str:
+        return prediction.replace("    this.result += number;\n    return this;\n", "    this.result += number;\n", 1)
+
+    result = apply_edit(EchoEngine(tokenizer, answer=answer), ApplyRequest(CALCULATOR_JS, snippet, path="calc.js", mode="model"))
+    assert not result.ok and "untouched_lines_changed" in result.validation.names
+    assert "return this;" not in result.merged_code.split("add(number)")[1].split("divide")[0]
+
+
+@pytest.mark.parametrize("path", ["notes.txt", None])
+def test_an_edit_the_model_drops_is_never_a_success(tokenizer, path):
+    """An empty file of no known language, in model mode: a model that writes nothing has not
+    applied the edit, so the result is refused (the snippet's lines are not in it)."""
+    req = ApplyRequest("", "first line\nsecond line\n", path=path, mode="model")
+    result = apply_edit(EchoEngine(tokenizer, answer=lambda prediction: "```"), req)
+    assert not result.ok and "snippet_lines_missing" in result.validation.names
+
+
+def test_auto_without_an_engine_refuses_an_untrusted_merge(shapes_py):
+    result = apply_edit(None, ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py"))
+    assert result.path == "deterministic" and not result.ok
+    assert "model_unavailable" in result.validation.names
 
 
 def test_crlf_files_come_back_crlf(dev_cases, echo):

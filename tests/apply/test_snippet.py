@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.apply import EmptySnippetError, MarkerOnlySnippetError, parse_snippet
-from engine.apply.snippet import strip_fences
+from engine.apply.fences import excerpts as strip_fences
 
 
 def test_segments_and_elision_flags():
