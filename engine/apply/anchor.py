@@ -27,6 +27,7 @@ from engine.apply.text import indent_of
 EXACT, SPACE, FUZZY = 0, 1, 2
 LEVELS = ("exact", "whitespace", "fuzzy")
 RARE = 3  # a trivial line occurring at most this often in the original can anchor
+TRIVIAL_WEIGHT = 0.25  # what a matched trivial line (`}`, a blank) says about position; a significant one says 1
 NEW_BODY_RUN = 3  # lines in a run that lets a line of a new definition anchor (a renamed function)
 RUN_PROBES = 16  # occurrences of one line tried for such a run
 _TRIVIAL_WORDS = frozenset(
@@ -39,10 +40,27 @@ _DEFINITION = re.compile(
 )
 
 
+# A method header of the C family (`  power(e) {`, `public int size() {`, `async load(): Promise<T> {`):
+# a name and its parameters opening a block, the name not a control keyword.
+_METHOD = re.compile(
+    r"^\s*(?:(?:public|private|protected|internal|static|async|override|readonly|abstract|final|virtual|export|"
+    r"default|get|set)\s+)*(?:[\w<>\[\],.?]+\s+)?([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\([^;{}]*\)\s*"
+    r"(?::\s*[^{;=]+)?(?:throws\s+[\w., ]+)?\{\s*$"
+)
+_COMMENT_OPENERS = ("#", "//", "/*", "*", "--", ";", "<!--")
+_CONTROL = frozenset("if for while switch catch with return else do try synchronized foreach using lock fixed elif".split())
+
+
 def definition(line: str) -> str | None:
-    """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method; None otherwise."""
+    """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method, 'method power' for
+    `  power(e) {`; None otherwise (also in a comment: prose says "the trait can")."""
+    if line.lstrip().startswith(_COMMENT_OPENERS):
+        return None
     match = _DEFINITION.search(line)
-    return " ".join(match.group(0).split()) if match else None
+    if match:
+        return " ".join(match.group(0).split())
+    method = _METHOD.match(line)
+    return f"method {method.group(1)}" if method and method.group(1) not in _CONTROL else None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -76,9 +94,14 @@ class OriginalIndex:
         return len(self.lines)
 
     @functools.cached_property
+    def defines(self) -> tuple[str | None, ...]:
+        """`definition` of each original line."""
+        return tuple(definition(line) for line in self.lines)
+
+    @functools.cached_property
     def definitions(self) -> frozenset[str]:
-        """The names the original defines (`definition` of each line)."""
-        return frozenset(key for line in self.lines if (key := definition(line)))
+        """The names the original defines."""
+        return frozenset(key for key in self.defines if key)
 
     @functools.cached_property
     def uses_tabs(self) -> bool:
@@ -99,7 +122,7 @@ class OriginalIndex:
 def line_weight(line: str, level: int) -> float:
     """How much a matched line says about position: trivial lines little, inexact ones less."""
     if is_trivial(line):
-        return 0.25
+        return TRIVIAL_WEIGHT
     return 1.0 if level == EXACT else 0.75
 
 
@@ -136,17 +159,22 @@ class Block:
         return Block(self.seg_start + count, self.orig_start + count, self.weights[count:], self.level)
 
 
-def grow(seg: tuple[str, ...], index: OriginalIndex, s: int, p: int, lo: int, hi: int) -> Block:
-    """Grow the one-line match seg[s] ~ orig[p] both ways, staying inside orig[lo:hi]."""
+def grow(seg: tuple[str, ...], index: OriginalIndex, s: int, p: int, lo: int, hi: int,
+         skip: frozenset[int] | set[int] = frozenset()) -> Block:
+    """Grow the one-line match seg[s] ~ orig[p] both ways, staying inside orig[lo:hi] and on
+    one side of the edge of a new definition (rows in `skip`): the `return this;` and `}` of a
+    new method are not the lines of the old method above it that they happen to equal."""
+    inside = s in skip
     levels = [index.level(seg[s], p)]
-    while s - len(levels) + 1 > 0 and p - len(levels) + 1 > lo:
+    while s - len(levels) + 1 > 0 and p - len(levels) + 1 > lo and ((s - len(levels)) in skip) == inside:
         level = index.level(seg[s - len(levels)], p - len(levels))
         if level is None:
             break
         levels.append(level)
     back = len(levels) - 1
     levels.reverse()
-    while s + len(levels) - back < len(seg) and p + len(levels) - back < hi:
+    while (s + len(levels) - back < len(seg) and p + len(levels) - back < hi
+           and ((s + len(levels) - back) in skip) == inside):
         level = index.level(seg[s + len(levels) - back], p + len(levels) - back)
         if level is None:
             break
@@ -178,7 +206,7 @@ def new_definitions(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int
         if end < len(seg) and len(indent_of(seg[end])) == depth and is_trivial(seg[end]):
             end += 1  # the closing brace
         rows.update(range(s, end))
-    return {s for s in rows if not any(grow(seg, index, s, p, lo, hi).length >= NEW_BODY_RUN
+    return {s for s in rows if not any(grow(seg, index, s, p, lo, hi, rows).length >= NEW_BODY_RUN
                                        for p in index.occurrences(seg[s], lo, hi)[:RUN_PROBES])}
 
 
@@ -212,12 +240,12 @@ def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool, s
         lines.append(first(lambda s: not is_trivial(seg[s]) and any(index.lines[p] == seg[s] for p in found[s])))
     if all(s is None for s in lines):
         lines = [first(lambda s: True)]
-    blocks = {grow(seg, index, s, p, lo, hi): None for s in dict.fromkeys(lines) if s is not None for p in found[s]}
+    blocks = {grow(seg, index, s, p, lo, hi, skip): None for s in dict.fromkeys(lines) if s is not None for p in found[s]}
     # The edge-most line, however common: the longest block grown from it can still be rare
     # (`fi`, `fi`, blank is unique where `fi` alone is everywhere).
     edge = first(lambda s: True)
     if edge not in lines:
-        grown = [grow(seg, index, edge, p, lo, hi) for p in found[edge]]
+        grown = [grow(seg, index, edge, p, lo, hi, skip) for p in found[edge]]
         longest = max(b.length for b in grown)
         best = [b for b in grown if b.length == longest]
         if longest >= 2 and len(best) <= RARE:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
-from engine.apply.anchor import Block, OriginalIndex, anchor_blocks, new_definitions, normalize
+from engine.apply.anchor import TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, new_definitions, normalize
 from engine.apply.text import line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
@@ -111,6 +111,15 @@ def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block
     return list(out)
 
 
+def _drops_unshown(c: Candidate, index: OriginalIndex, keys: set[str]) -> bool:
+    """Whether the span deletes a definition the segment does not show (`def perimeter`) while
+    one of its anchors is only trivial lines (`}`). Between two real anchors, a definition the
+    snippet skips is plainly deleted; a lone brace far below is no such evidence."""
+    if not any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)):
+        return False
+    return any(key and key not in keys for key in index.defines[c.start : c.end])
+
+
 def _singles(blocks: list[Block]) -> list[Block]:
     """Blocks to offer alone (the rest of the segment inserted): all of them, or when there are
     many, the heaviest NEAREST * 4."""
@@ -130,7 +139,8 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     new = new_definitions(seg, index, lo, hi)
     heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
     tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
-    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None]
+    keys = {key for line in seg if (key := definition(line))}
+    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and not _drops_unshown(c, index, keys)]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
     nonblank = [i for i, line in enumerate(seg) if line.strip()]
     best: dict[tuple[int, int, int, int], Candidate] = {}

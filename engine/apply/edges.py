@@ -17,7 +17,7 @@ import re
 from engine.apply.anchor import OriginalIndex, is_trivial, normalize
 from engine.apply.confidence import IMPLIED_MARKER, NEW_ENDING, Doubt
 from engine.apply.fuzzy import similarity
-from engine.apply.scope import open_construct, replaces_ending
+from engine.apply.scope import drops_definitions, open_construct, replaces_ending
 from engine.apply.text import indent_of
 
 EXTEND_THRESHOLD = 0.75  # similarity for a changed edge line to replace its neighbour
@@ -97,14 +97,17 @@ def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: i
 
 def _file_end(lines: list[str], index: OriginalIndex, k: int, end: int) -> int | None:
     """The end of the file when the segment's last lines equal the file's last lines (blank
-    lines aside) and what they would replace is no bigger than the new lines before them (a
-    replacement, not a removal: `};` alone must not swallow the methods above it); else None."""
+    lines aside) and what they would replace is no bigger than the new lines before them and
+    defines nothing they do not (a replacement, not a removal: `};` alone must not swallow the
+    methods above it); else None."""
     ours = [r for r in range(k, len(lines)) if lines[r].strip()]
     theirs = [r for r in range(end, len(index)) if index.lines[r].strip()]
     same = 0
     while same < min(len(ours), len(theirs)) and normalize(lines[ours[-1 - same]]) == index.normal[theirs[-1 - same]]:
         same += 1
     if not same or len(theirs) - same > len(ours) - same:
+        return None
+    if drops_definitions([index.lines[r] for r in theirs], [lines[r] for r in ours]):
         return None
     return len(index)
 
@@ -119,14 +122,31 @@ def final_blank_lines(lines: list[str], index: OriginalIndex, start: int, end: i
     return lines[: len(lines) - extra] if extra > 0 else lines
 
 
-def trim_blank_edges(lines: list[str], i: int, k: int) -> tuple[list[str], int]:
+def blank_boundaries(lines: list[str], index: OriginalIndex, i: int, start: int, k: int, end: int) -> tuple[int, int]:
+    """The span moved off a blank line that separates new lines from the code beyond a marker.
+
+    New lines inserted above the anchors (`lines[:i]`) when the anchors start with a blank line
+    matched to the original's blank after the elided code: that blank stays after the elided
+    code and the segment's blank after the new lines, so the new method is set off on both sides
+    (neither a blank lost nor one doubled). Mirrored below.
+    """
+    if (0 < i < len(lines) and lines[0].strip() and not lines[i].strip() and start < end
+            and not index.lines[start].strip() and start > 0 and index.lines[start - 1].strip()):
+        start += 1
+    if (0 < k < len(lines) and lines[-1].strip() and not lines[k - 1].strip() and start < end
+            and not index.lines[end - 1].strip() and end < len(index) and index.lines[end].strip()):
+        end -= 1
+    return start, end
+
+
+def trim_blank_edges(lines: list[str], i: int, k: int) -> tuple[list[str], int, int]:
     """Unanchored blank lines at the segment's edges (next to a marker, or an implied one) say
-    nothing: dropped. Returns the lines and the new start of the tail side."""
+    nothing: dropped. Returns the lines and the new bounds of the anchored part."""
     if not any(l.strip() for l in lines[k:]):
         lines = lines[:k]
     if not any(l.strip() for l in lines[:i]):
-        lines, k = lines[i:], k - i
-    return lines, k
+        lines, i, k = lines[i:], 0, k - i
+    return lines, i, k
 
 
 def extend(lines, index, at, orig, limit, step):

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from engine.apply.anchor import EXACT, FUZZY, SPACE, Block, OriginalIndex, is_trivial, normalize
 from engine.apply.candidates import Candidate, candidates, deleted_lines
 from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Doubt
-from engine.apply.edges import extend, final_blank_lines, head_edge, tail_edge, trim_blank_edges, whole_file
+from engine.apply.edges import (
+    blank_boundaries, extend, final_blank_lines, head_edge, tail_edge, trim_blank_edges, whole_file,
+)
 from engine.apply.errors import Problem
 from engine.apply.fuzzy import fuzzy_candidates
 from engine.apply.indent import reindent
@@ -170,7 +172,8 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
         start, end = 0, len(index)
     else:
         head_edge(lines, index, i, start, lo, open_top, doubt)
-        lines, k = trim_blank_edges(lines, i, k)
+        lines, i, k = trim_blank_edges(lines, i, k)
+        start, end = blank_boundaries(lines, index, i, start, k, end)
         # Before a marker, only a construct this segment opens; at the snippet's open end, one the
         # segments before it opened too.
         shown = min(start, shown_from) if open_bottom and shown_from is not None else start

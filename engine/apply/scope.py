@@ -13,7 +13,8 @@ only when that is plain:
 * when the construct ends with its own closer (`}` or `];` at its first line's indentation), the
   new lines end with a closer at that indentation too: the snippet shows the construct whole;
 * without one (Python), the new lines hold at least as many statements as the old ending (a new
-  docstring alone does not replace a docstring plus a body).
+  docstring alone does not replace a docstring plus a body);
+* the old ending defines no name the new lines do not (`drops_definitions`).
 
 Languages without a grammar get no exception: the code beyond is kept, and the merge says it is
 unsure.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import re
 
+from engine.apply.anchor import definition
 from engine.apply.languages import parse_tree
 from engine.apply.text import indent_of
 
@@ -54,12 +56,18 @@ def replaces_ending(old: list[str], new: list[str], opener_indent: str, closed_o
     form (a marker after the segment: only a construct shown whole is plain)."""
     old = [l for l in old if l.strip()]
     new = [l for l in new if l.strip()]
-    if not old or not new:
+    if not old or not new or drops_definitions(old, new):
         return False
     if _CLOSER.match(old[-1]) and indent_of(old[-1]) == opener_indent:
         # The construct has its own closer: the snippet shows it whole when it closes it too.
         return bool(_CLOSER.match(new[-1])) and indent_of(new[-1]) == opener_indent
     return not closed_only and _statements(new) >= _statements(old)
+
+
+def drops_definitions(old: list[str], new: list[str]) -> bool:
+    """Whether `old` lines define a name (`definition`) that `new` lines do not: replacing them
+    would delete a whole method the snippet never showed."""
+    return bool({d for l in old if (d := definition(l))} - {d for l in new if (d := definition(l))})
 
 
 def _statements(lines: list[str]) -> int:

@@ -243,3 +243,74 @@ def test_large_repetitive_file():
         expected = expected.replace(f"def func_{f}(a, b):\n    x = a + {f}\n", f"def func_{f}(a, b):\n    x = a + {f} + 1\n")
     result = merge(body, snippet, "python")
     assert result.status == "exact" and result.text == expected
+
+
+CALCULATOR_JS = """class Calculator {
+  constructor() {
+    this.result = 0;
+  }
+
+  multiply(number) {
+    this.result *= number;
+    return this;
+  }
+
+  divide(number) {
+    this.result /= number;
+    return this;
+  }
+
+  getResult() {
+    return this.result;
+  }
+}
+"""
+POWER = "  power(e) {\n    this.result **= e;\n    return this;\n  }\n"
+
+
+@pytest.mark.parametrize("snippet", [
+    "// ...\n\n" + POWER + "\n  divide(number) {\n// ...\n",  # blank lines on both sides
+    "// ...\n" + POWER + "\n  divide(number) {\n// ...\n",  # none above
+    "// ...\n    this.result *= number;\n    return this;\n  }\n\n" + POWER + "\n// ...\n",  # context above, blank below
+    "// ...\n  multiply(number) {\n    this.result *= number;\n    return this;\n  }\n\n" + POWER + "// ...\n",
+])
+def test_a_method_inserted_between_markers_is_set_off_by_one_blank_line_each_side(snippet):
+    # Its `return this;` and `}` equal lines of the methods around it, which must not pull it
+    # into them (lines of a new definition do not anchor), and the blank lines at the marker
+    # boundaries are neither doubled nor lost.
+    result = merge(CALCULATOR_JS, snippet, "javascript")
+    expected = CALCULATOR_JS.replace("  divide(number) {", POWER + "\n  divide(number) {")
+    assert result.ok and result.text == expected, result.text
+
+
+def test_a_lone_brace_does_not_anchor_the_deletion_of_unshown_methods():
+    # The snippet shows `divide` changed and then the class's closing brace: `getResult` is not
+    # plainly deleted by that, so the merge must not drop it.
+    snippet = "// ... existing code ...\n  divide(number) {\n    if (number === 0) throw new Error('zero');\n    this.result /= number;\n    return this;\n  }\n}\n"
+    result = merge(CALCULATOR_JS, snippet, "javascript")
+    assert "getResult" in result.text
+
+
+def test_a_changed_first_line_before_a_marker_replaces_the_line_it_resembles():
+    original = "from fastapi import FastAPI\n\napp = FastAPI()\n\n\n@app.get('/')\ndef root():\n    return {}\n"
+    snippet = "from fastapi import FastAPI, HTTPException\n\n# ... existing code ...\n"
+    result = merge(original, snippet, "python")
+    assert result.text == original.replace("FastAPI\n\napp", "FastAPI, HTTPException\n\napp")
+    assert result.status == "fuzzy" and result.confidence < 1
+
+
+def test_a_reworded_docstring_next_to_a_marker_replaces_the_old_one(shapes_py):
+    result = merge(shapes_py, '# ...\nclass Shape:\n    """A rectangle, or a square."""\n# ...\n', "python")
+    assert result.text == shapes_py.replace('"""A rectangle."""', '"""A rectangle, or a square."""')
+
+
+def test_new_last_lines_of_a_function_shown_from_its_header_replace_its_old_ending():
+    # No marker after the snippet, and it shows `loads` from its header: its new return line
+    # replaces the old one (the end of the file), it is not inserted beside it.
+    original = "def dumps(v):\n    return str(v)\n\n\ndef loads(s):\n    \"\"\"Parse.\"\"\"\n    return eval(s)\n"
+    snippet = "# ... existing code ...\ndef loads(s):\n    \"\"\"Parse.\"\"\"\n    return json.loads(s)\n"
+    result = merge(original, snippet, "python")
+    assert result.ok and result.text == original.replace("eval(s)", "json.loads(s)")
+    # A new docstring alone does not replace a docstring and a body: not plain, refused.
+    result = merge(original, "# ... existing code ...\ndef loads(s):\n    \"\"\"Parse a string; new words.\"\"\"\n", "python")
+    assert "return eval(s)" in result.text
