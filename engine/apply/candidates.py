@@ -17,7 +17,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
-from engine.apply.anchor import TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, new_definitions, normalize
+from engine.apply.anchor import (
+    TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, new_definitions, normalize,
+)
 from engine.apply.text import line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
@@ -111,12 +113,17 @@ def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block
     return list(out)
 
 
-def _drops_unshown(c: Candidate, index: OriginalIndex, keys: set[str]) -> bool:
-    """Whether the span deletes a definition the segment does not show (`def perimeter`) while
-    one of its anchors is only trivial lines (`}`). Between two real anchors, a definition the
-    snippet skips is plainly deleted; a lone brace far below is no such evidence."""
-    if not any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)):
+def _drops_unshown(c: Candidate, index: OriginalIndex, ours: set[str], keys: set[str]) -> bool:
+    """Whether the span deletes what its anchors are too weak to say is deleted. Between two
+    real anchors, code the snippet skips is plainly deleted (`def perimeter` between `area` and
+    `main`); a lone brace is no such evidence: with one anchor of trivial lines only (`}`,
+    blanks), no definition the segment does not show may go, and with two, no significant line
+    it does not show."""
+    trivial = sum(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail))
+    if trivial == 0:
         return False
+    if trivial == 2 and c.head is not c.tail:
+        return any(not is_trivial(index.lines[p]) and index.normal[p] not in ours for p in range(c.start, c.end))
     return any(key and key not in keys for key in index.defines[c.start : c.end])
 
 
@@ -139,8 +146,9 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     new = new_definitions(seg, index, lo, hi)
     heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
     tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
+    ours = {normalize(line) for line in seg}
     keys = {key for line in seg if (key := definition(line))}
-    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and not _drops_unshown(c, index, keys)]
+    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and not _drops_unshown(c, index, ours, keys)]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
     nonblank = [i for i, line in enumerate(seg) if line.strip()]
     best: dict[tuple[int, int, int, int], Candidate] = {}

@@ -101,7 +101,7 @@ def test_merge_never_loses_untouched_lines(case: Case):
         return  # a snippet of markers only is rejected before merging (tested elsewhere)
     result = merge(text(case.original), text(case.snippet), "python")
     kept = result.text.split("\n")
-    assert is_subsequence([case.original[i] for i in case.untouched], kept), (result.status, result.problems)
+    assert is_subsequence([case.original[i] for i in case.untouched], kept), (case, result.status, result.problems)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -176,3 +176,10 @@ def test_with_distinct_lines_an_open_end_anchors_where_the_window_is(case, flip)
         assert result.segments[0].start == k and kept[:k] == original[:k]
     else:
         assert result.segments[-1].end == k and kept[len(kept) - (len(original) - k) :] == original[k:]
+
+
+def test_two_lone_brace_anchors_do_not_delete_the_code_between_them():
+    """Found by the property above: blank lines and braces only, a significant line between."""
+    original = "\n" * 11 + "}\n\nvalue_13 = compute(alpha, 13)\n}\n}\n" + "\n" * 16
+    result = merge(original, "# ... existing code ...\n\n}\n}\n# ... existing code ...\n", "python")
+    assert "value_13" in result.text
