@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from engine.apply.anchor import OriginalIndex, is_trivial, normalize
+from engine.apply.anchor import OriginalIndex, definition, is_trivial, normalize
 from engine.apply.confidence import IMPLIED_MARKER, NEW_ENDING, Doubt
 from engine.apply.fuzzy import similarity
 from engine.apply.scope import drops_definitions, open_construct, replaces_ending
@@ -167,10 +167,17 @@ def extend(lines, index, at, orig, limit, step):
             return at, orig, fuzzy
         a, b = lines[s], index.lines[o]
         if index.level(a, o) is None:
-            if is_trivial(a) or indent_of(a) != indent_of(b) or similarity(a, b) < _threshold(a, b):
+            if is_trivial(a) or indent_of(a) != indent_of(b) or similarity(a, b) < _threshold(a, b) or _elsewhere(a, b, index):
                 return at, orig, fuzzy
             fuzzy = True
         at, orig = at + step, orig + step
+
+
+def _elsewhere(a: str, b: str, index: OriginalIndex) -> bool:
+    """Whether `a` defines a name that `b` does not and the original defines elsewhere: then `a`
+    is that other definition (`def f100` is not a changed `def f1`)."""
+    key = definition(a)
+    return key is not None and key != definition(b) and key in index.definitions
 
 
 def _threshold(a: str, b: str) -> float:

@@ -75,7 +75,8 @@ def resolve(options: list[list[Candidate]], n: int, segs, index: OriginalIndex) 
     """Prune and fix decisive segments until nothing changes; one candidate left = placed.
 
     A segment is decisive when its best candidate scores strictly higher than the runner-up, or,
-    among equal scores, deletes strictly fewer original lines (`candidates.deleted_lines`).
+    among equal scores, deletes strictly fewer original lines (`candidates.deleted_lines`), or
+    else has strictly more unanchored edge lines that resemble their neighbours (`_best_fit`).
     """
     opts = [list(o) for o in options]
     deleted: dict[Candidate, int] = {}
@@ -87,7 +88,7 @@ def resolve(options: list[list[Candidate]], n: int, segs, index: OriginalIndex) 
             if len(top) == 1:
                 picks.append((o[0].score, -j, o[0]))
             elif top:
-                best = _fewest_deleted(top, segs[j].lines, index, deleted)
+                best = _fewest_deleted(top, segs[j].lines, index, deleted) or _best_fit(top, segs[j].lines, index)
                 if best is not None:
                     picks.append((best.score, -j, best))
         if not picks:
@@ -115,6 +116,20 @@ def _fewest_deleted(tied: list[Candidate], seg, index: OriginalIndex, cache: dic
         measured.append((cache[c], n))
     measured.sort()
     return tied[measured[0][1]] if measured[0][0] < measured[1][0] else None
+
+
+def _best_fit(tied: list[Candidate], seg, index: OriginalIndex) -> Candidate | None:
+    """The one candidate whose unanchored edge lines resemble the original lines next to its
+    anchors strictly most (`edges.extend`), or None on a tie: `def f30000(x):` anchored with a
+    changed `return x + 1` below it, against `return x + 1` of `f1` with `def f30000` above."""
+    def fit(c: Candidate) -> int:
+        lines = list(seg)
+        i, _, _ = extend(lines, index, c.head.seg_start, c.start, 0, step=-1)
+        k, _, _ = extend(lines, index, c.tail.seg_end, c.end, len(index), step=+1)
+        return (c.head.seg_start - i) + (k - c.tail.seg_end)
+
+    ranked = sorted(((fit(c), n) for n, c in enumerate(tied)), reverse=True)
+    return tied[ranked[0][1]] if ranked[0][0] > ranked[1][0] else None
 
 
 def place(snippet: Snippet, index: OriginalIndex) -> list[Placement | Failure]:

@@ -314,3 +314,19 @@ def test_new_last_lines_of_a_function_shown_from_its_header_replace_its_old_endi
     # A new docstring alone does not replace a docstring and a body: not plain, refused.
     result = merge(original, "# ... existing code ...\ndef loads(s):\n    \"\"\"Parse a string; new words.\"\"\"\n", "python")
     assert "return eval(s)" in result.text
+
+
+def test_a_changed_line_below_a_unique_header_is_not_matched_to_its_twin_elsewhere():
+    # `return x + 1` equals a line of `f1`, but the snippet's `def f100` says where it is.
+    original = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(200))
+    result = merge(original, "# ...\ndef f100(x):\n    return x + 1\n# ...\n", "python")
+    assert result.ok and result.text == original.replace("return x + 100\n", "return x + 1\n")
+
+
+def test_a_huge_repetitive_file_is_refused_as_ambiguous_not_guessed(dev_cases):
+    # 3 MB of one file repeated: every anchor occurs hundreds of times (the merge stays fast:
+    # bench/RESULTS.md has its time).
+    case = dev_cases[1]
+    original = case["original"] * (3_000_000 // len(case["original"]))
+    result = merge(original, case["update_snippet"], case["language"])
+    assert result.status == "ambiguous" and result.text == original
