@@ -74,13 +74,16 @@ def fence_for(*texts: str) -> str:
 
 
 def build_apply_prompt(original: str, snippet: str, instruction: str | None = None,
-                       language: str | None = None, draft: str | None = None, form: str = "rewrite") -> ApplyPrompt:
-    """The prompt for merging `snippet` into `original`; `form='draft'` with a `draft` shows the merge."""
+                       language: str | None = None, draft: str | None = None, form: str = "rewrite",
+                       part: str | None = None) -> ApplyPrompt:
+    """The prompt for merging `snippet` into `original`; `form='draft'` with a `draft` shows the
+    merge. `part` says what `original` is when it is a stretch of the file (e.g. "lines 40-75 of
+    app.py"): the model then writes that stretch only."""
     if form not in FORMS:
         raise ValueError(f"prompt form must be one of {FORMS}, got {form!r}")
     fence = fence_for(original, snippet, draft or "")
     values = dict(instruction=instruction or "", language=language or "", original=_with_newline(original),
-                  snippet=_with_newline(snippet), draft=_with_newline(draft or ""))
+                  snippet=_with_newline(snippet), draft=_with_newline(draft or ""), part=part or "")
     drafted = form == "draft" and draft is not None
     user = _template("apply_draft_user.jinja" if drafted else "apply_user.jinja").render(**values)
     return _prompt("apply_system.txt", user, language, fence, "draft" if drafted else "rewrite")

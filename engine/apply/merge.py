@@ -37,12 +37,15 @@ STATUSES = ("exact", "fuzzy", "partial", "ambiguous", "unmatched")
 
 @dataclass(frozen=True)
 class SegmentReport:
-    """Where one segment went: `start`/`end` are 0-based original lines, None when not placed."""
+    """Where one segment went: it replaced original lines [`start`, `end`) (0-based; None when not
+    placed) with `written` lines, `confidence` sure."""
 
     segment: int
     status: str  # exact | whitespace | fuzzy | ambiguous | unmatched | out_of_order
     start: int | None = None
     end: int | None = None
+    written: int = 0
+    confidence: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def merge(original: str, snippet: str | Snippet, language: str | None = None, pa
     if status not in SUCCESS:
         confidence = 0.0 if status != "partial" else PARTIAL * confidence * len(placed) / len(outcomes)
     reports = tuple(
-        SegmentReport(o.segment, LEVELS[o.level], o.start, o.end) if isinstance(o, Placement)
+        SegmentReport(o.segment, LEVELS[o.level], o.start, o.end, len(o.lines), o.confidence) if isinstance(o, Placement)
         else SegmentReport(o.segment, o.status)
         for o in outcomes
     )

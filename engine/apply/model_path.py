@@ -10,8 +10,10 @@
   the closing fence. A prompt plus answer over the engine's context raises `ContextTooLongError`
   here, before anything is generated.
 
-`finish` parses the answer, splices a rewritten region back into the file, and gives every line
-the original's ending (`restore_endings`). `validate` then holds the model's file to what the
+When the merge placed most of the snippet and doubts only part of it, the model rewrites only a
+window around the doubtful part (`uncertain_window`), with the segments inside it; the rest of
+the file is the merge's text. `finish` parses the answer, splices a rewritten region back into
+the file, and gives every line the original's ending (`restore_endings`). `validate` then holds the model's file to what the
 merge knows (untouched lines kept, snippet lines present).
 """
 
@@ -20,11 +22,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.errors import ContextTooLongError
+from engine.apply.languages import language_spec
 from engine.apply.text import CRLF, join_lines, line_matcher, split_lines
 from prompts.apply import ApplyPrompt, build_apply_prompt, build_instruction_prompt
 
 CLOSE_SLACK = 8  # tokens past the expected answer: closing fence and end of turn
+WINDOW_MARGIN = 3  # original lines kept around an uncertain stretch when the model rewrites only it
+WINDOW_SHARE = 0.6  # a window over this share of the file: the model rewrites the whole file
 
 
 def lf(text: str | None) -> str:
@@ -92,8 +98,15 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
     else:
         usable = plan.candidate is not None and plan.merge_status != "unmatched"
         predicted = lf(plan.candidate) if plan.candidate is not None else original
-        prompt = build_apply_prompt(original, snippet, req.instruction, plan.language,
-                                    draft=predicted if usable else None, form=form)
+        window = uncertain_window(plan.merge, len(split_lines(original))) if usable and plan.merge else None
+        part = None
+        if window is not None:
+            head, body, predicted, tail, shown = _split_window(original, predicted, plan.merge, window)
+            snippet = _segments_text(plan.merge, shown, plan.language)
+            where = os.path.basename(req.path) if req.path else "the file"
+            part = f"lines {window[0] + 1}-{window[1]} of {where}"
+        prompt = build_apply_prompt(body, snippet, req.instruction, plan.language,
+                                    draft=predicted if usable else None, form=form, part=part)
     prompt_ids = prompt.prompt_ids(tokenizer)
     prediction = tokenizer.encode(prompt.predicted_answer(predicted))
     snippet_ids = tokenizer.encode(snippet) if snippet.strip() else []
@@ -113,6 +126,57 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
         sources["snippet"] = snippet_ids
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=("\n" + prompt.fence_close,))
     return ModelJob(prompt, Request(prompt_ids, params, sources=sources), len(prompt_ids), max_tokens, head, body, tail)
+
+
+def uncertain_window(merge, n: int) -> tuple[int, int] | None:
+    """The stretch of the original, [start, end), that the model should rewrite: around every
+    segment the merge could not place (the gap between its placed neighbours) or placed with
+    doubt (its span, out to those neighbours), WINDOW_MARGIN lines wider. None when it would be
+    most of the file (over WINDOW_SHARE), or nothing is uncertain: then the model writes it all.
+
+    The rest of the file is the merge's text, copied: small models drift on long files, and the
+    lines no one doubts need no model.
+    """
+    reports = merge.segments
+    placed = [r for r in reports if r.start is not None]
+    spans = []
+    for r in reports:
+        if r.start is not None and r.confidence >= HIGH_CONFIDENCE:
+            continue
+        lo = max((q.end for q in placed if q.segment < r.segment), default=0)
+        hi = min((q.start for q in placed if q.segment > r.segment), default=n)
+        spans.append((min(lo, r.start if r.start is not None else lo), max(hi, r.end if r.end is not None else hi)))
+    if not spans:
+        return None
+    start, end = max(0, min(a for a, _ in spans) - WINDOW_MARGIN), min(n, max(b for _, b in spans) + WINDOW_MARGIN)
+    for r in placed:  # an edge never cuts a placed segment: it is in the window whole
+        start = r.start if r.start < start < r.end else start
+        end = r.end if r.start < end < r.end else end
+    return None if end - start > WINDOW_SHARE * n else (start, end)
+
+
+def _split_window(original: str, merged: str, merge, window: tuple[int, int]) -> tuple[str, str, str, str, list[int]]:
+    """(head, original window, merged window, tail, segments inside it): the merged text cut at
+    the lines that the window's edges are in the original (edges lie outside every placed span,
+    so each maps to one merged line: shifted by what the placements before it added)."""
+    orig, new = split_lines(original), split_lines(merged)
+    start, end = window
+
+    def shifted(x: int) -> int:
+        return x + sum(r.written - (r.end - r.start) for r in merge.segments if r.start is not None and r.end <= x)
+
+    a, b = shifted(start), shifted(end)
+    shown = [r.segment for r in merge.segments if r.start is None or (start <= r.start and start < r.end <= end)
+             or r.start == r.end == end]
+    return (join_lines(new.lines[:a], new.eols[:a]), join_lines(orig.lines[start:end], orig.eols[start:end]),
+            join_lines(new.lines[a:b], new.eols[a:b]), join_lines(new.lines[b:], new.eols[b:]), shown)
+
+
+def _segments_text(merge, shown: list[int], language: str | None) -> str:
+    """The snippet's segments `shown`, joined by elision markers in the language's comment syntax."""
+    marker = f"{language_spec(language).line_comments[0] if language_spec(language).line_comments else '//'} ... existing code ..."
+    parts = ["\n".join(merge.snippet.segments[j].lines) for j in shown]
+    return marker + "\n" + f"\n{marker}\n".join(parts) + "\n" + marker + "\n"
 
 
 def closed(job: ModelJob, answer: str) -> bool:

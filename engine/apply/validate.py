@@ -9,7 +9,8 @@ Each check is a named `Problem` with a reason; `Validation.ok` is False when any
 * `markers_copied`   elision markers (`// ... existing code ...`) landed in the file as text;
 * `mass_deletion`    more than 30% of the original's lines disappeared (net of lines added in
                      their place) while the snippet kept elisions, i.e. did not say "this is the
-                     whole new file";
+                     whole new file" (for a model's text; the merge's own deletions are framed by
+                     the snippet's context lines on both sides);
 * `untouched_lines_changed`  original lines that no snippet segment covers are not in the result
                      verbatim and in order (given the merge that says where the segments went):
                      a deletion nothing in the snippet explains -- a model that drops a file's
@@ -81,7 +82,9 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
     # A snippet without markers that the merge took as the whole new file: its deletions are
     # what it says (a fragment keeps the code around it, so it deletes nothing there).
     whole_file = snippet is not None and not snippet.has_markers
-    if not (allow_deletion or whole_file):
+    # The merge's own text deletes only what its anchors frame (a deletion between two context
+    # lines of the snippet is what it says); any other text (the model's) is held to the bound.
+    if not (allow_deletion or whole_file or (merge is not None and text == merge.text)):
         problems += _mass_deletion(original, text)
     if merge is not None:
         problems += _untouched_lost(original, text, merge)

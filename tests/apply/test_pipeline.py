@@ -233,6 +233,25 @@ def test_auto_without_an_engine_refuses_an_untrusted_merge(shapes_py):
     assert "model_unavailable" in result.validation.names
 
 
+def test_the_model_rewrites_only_a_window_around_what_the_merge_doubts(dev_cases, tokenizer):
+    """A segment the merge cannot place between two it can: the model sees (and writes) only the
+    stretch between those neighbours; the rest of the file is the merge's text, byte for byte."""
+    case = next(c for c in dev_cases if c["id"].startswith("koajs/koa@4f968298f9"))
+    parts = case["update_snippet"].split("// ... existing code ...")
+    snippet = "// ... existing code ...".join(parts[:2] + ["\nzzz_not_here(1, 2, 3);\n"] + parts[2:])
+    req = ApplyRequest(case["original"], snippet, path=case["path"], mode="model")
+    plan = prepare(req)
+    assert plan.merge_status == "partial"
+    engine = EchoEngine(tokenizer, answer=lambda prediction: "zzz_not_here(1, 2, 3);\n" + prediction)
+    result = apply_edit(engine, req, plan=plan)
+    prompt = tokenizer.decode(engine.requests[-1].prompt_ids)
+    shown = prompt.split("<code>\n")[1].split("</code>")[0]
+    assert shown in case["original"] and len(shown) < len(case["original"]) / 4
+    head = plan.candidate.split("\n")[:9]
+    assert result.merged_code.split("\n")[:9] == head and "zzz_not_here(1, 2, 3);" in result.merged_code
+    assert result.validation.ok, result.validation.names
+
+
 def test_crlf_files_come_back_crlf(dev_cases, echo):
     for c in dev_cases[:12]:
         original, expected = c["original"].replace("\n", "\r\n"), c["expected"].replace("\n", "\r\n")
