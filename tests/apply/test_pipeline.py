@@ -19,7 +19,7 @@ from engine.apply.errors import (
     ApplyCancelled, ApplyError, BinaryFileError, ContextTooLongError, DiffError, EmptySnippetError,
     MarkerOnlySnippetError, NeedsModelError, NoMatchError,
 )
-from engine.apply.model_path import build_job, restore_endings
+from engine.apply.model_path import build_job, restore_endings, uncertain_window
 from engine.apply.pipeline import ApplyRequest, ApplyResult, Progress, apply_edit, iter_apply, prepare
 from engine.apply.targets import find_region
 from engine.config import EngineConfig
@@ -203,12 +203,14 @@ CALCULATOR_JS = """class Calculator {
 
 def test_a_model_that_drops_an_untouched_line_is_refused_whatever_the_merge(tokenizer):
     """The check runs on every model result, also when the merge was not exact: here the snippet
-    only half-places (a new method the merge cannot put anywhere for sure), and the model drops
-    `return this;` from `add`, which the snippet never touched."""
-    snippet = ("// ... existing code ...\n  divide(number) {\n    if (number === 0) throw new Error('zero');\n"
-               "    this.result /= number;\n// ... existing code ...\n  reset() {\n    globalThis.counter = 42;\n  }\n// ...\n")
+    only half-places (a new method the merge cannot put anywhere for sure; on this short file the
+    model rewrites all of it), and the model drops `return this;` from `add`, which lies between
+    two segments and which the snippet never touched."""
+    snippet = ("  constructor() {\n    this.result = 1;\n  }\n// ... existing code ...\n  divide(number) {\n"
+               "    if (number === 0) throw new Error('zero');\n    this.result /= number;\n// ... existing code ...\n"
+               "  reset() {\n    globalThis.counter = 42;\n  }\n// ...\n")
     plan = prepare(ApplyRequest(CALCULATOR_JS, snippet, path="calc.js", mode="model"))
-    assert plan.merge_status in ("partial", "ambiguous")
+    assert plan.merge_status in ("partial", "ambiguous") and uncertain_window(plan.merge, 16) is None
 
     def answer(prediction: str) -> str:
         return prediction.replace("    this.result += number;\n    return this;\n", "    this.result += number;\n", 1)
