@@ -1,6 +1,7 @@
 """Apply-pipeline eval: how well each method turns (original, snippet) into the expected file.
 
-    python -m bench.apply_eval                       # deterministic merge over bench/data/dev.jsonl
+    python -m bench.apply_eval                       # deterministic merge over dev.jsonl and dev_messy.jsonl
+    python -m bench.apply_eval --calibration         # ... and how its confidence separates right from wrong
     python -m bench.apply_eval --json results.json   # also write per-case records and summaries
     python -m bench.apply_eval --show-failures       # list the cases a method got wrong
     python -m bench.apply_eval --methods model-0.5b-draft+pred model-0.5b-rewrite+pred --limit 8 --json m.json
@@ -20,10 +21,12 @@ Model methods fill `extra` with tokens, steps, committed tokens per step (histog
 and accepted tokens, tokens/s and time to first token. CPU runs are slow: `--limit N` takes an
 even spread of N cases over the set sorted by file size (not the N smallest).
 
-Columns: exact-match rate against `expected`; mean line similarity (difflib ratio over lines);
-`silent` = results that claim success (merge status, or validation for model methods) but differ
-from `expected`; status and validation outcome counts; time per case; for model methods, tokens
-committed per verify step and decode tokens/s. Benchmarks print, they never assert.
+Columns: `exact` = results that validate and equal `expected` byte for byte; `refused` = results
+that fail validation (or bad input): the user's file is not written; `wrong but valid` = results
+that validate but differ from `expected` (the one outcome an apply tool must not have); mean line
+similarity (difflib ratio over lines); time per case; for model methods, tokens committed per
+verify step and decode tokens/s. `--calibration` prints, per band of the merge's confidence, how
+many results were exact, wrong but valid, or refused. Benchmarks print, they never assert.
 """
 
 from __future__ import annotations
@@ -46,9 +49,12 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.apply import merge, validate
-from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.apply.confidence import HIGH_CONFIDENCE
+from engine.apply.errors import ApplyError
+from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
 
 DEV_SET = Path(__file__).resolve().parent / "data" / "dev.jsonl"
+MESSY_SET = DEV_SET.with_name("dev_messy.jsonl")
 
 
 @dataclasses.dataclass
@@ -73,22 +79,27 @@ def line_similarity(a: str, b: str) -> float:
 
 
 def run_deterministic(case: dict) -> CaseRecord:
-    """The model-free merge alone (`--mode deterministic`)."""
+    """The pipeline without a model (`--mode deterministic`): the merge, validated."""
+    req = ApplyRequest(case["original"], case["update_snippet"], case["instruction"], case["language"], case["path"],
+                       mode="deterministic")
     started = time.perf_counter()
-    result = merge(case["original"], case["update_snippet"], case["language"])
-    check = validate(case["original"], result, language=case["language"])
-    seconds = time.perf_counter() - started
+    try:
+        plan = prepare(req)
+        result = apply_edit(None, req, plan=plan)
+    except ApplyError as exc:  # refused as bad input (a snippet that matches nowhere)
+        return CaseRecord(case["id"], case["language"], "deterministic", False, 0.0, type(exc).__name__, False,
+                          [type(exc).__name__], time.perf_counter() - started, 0.0)
     return CaseRecord(
         id=case["id"],
         language=case["language"],
         method="deterministic",
-        exact=result.text == case["expected"],
-        similarity=line_similarity(result.text, case["expected"]),
-        status=result.status,
+        exact=result.merged_code == case["expected"],
+        similarity=line_similarity(result.merged_code, case["expected"]),
+        status=plan.merge_status,
         success=result.ok,
-        validation=[p.name for p in check.problems if p.severity == "error"],
-        seconds=seconds,
-        confidence=result.confidence,
+        validation=[p.name for p in result.validation.problems if p.severity == "error"],
+        seconds=time.perf_counter() - started,
+        confidence=plan.confidence,
     )
 
 
@@ -179,9 +190,11 @@ def summarize(records: list[CaseRecord]) -> dict:
         }
     return {
         "cases": len(records),
-        "exact_rate": sum(r.exact for r in records) / len(records),
+        "exact": sum(r.exact and r.success for r in records),
+        "exact_rate": sum(r.exact and r.success for r in records) / len(records),
+        "refused": sum(not r.success for r in records),
         "mean_similarity": statistics.fmean(r.similarity for r in records),
-        "silent_wrong": sum(r.success and not r.exact for r in records),
+        "wrong_but_valid": sum(r.success and not r.exact for r in records),
         "status": dict(Counter(r.status for r in records).most_common()),
         "validation": dict(Counter(",".join(r.validation) or "ok" for r in records).most_common()),
         "seconds_mean": statistics.fmean(times),
@@ -199,15 +212,14 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     console.print(f"apply eval on {data.name} · {machine()} · {now}")
     table = Table()
-    for column in ("method", "cases", "exact", "line sim", "silent", "s/case", "p50", "max", "tok/step", "tok/s", "ttft s"):
+    for column in ("method", "cases", "exact", "refused", "wrong but valid", "line sim", "s/case", "max", "tok/step",
+                   "tok/s", "ttft s"):
         table.add_column(column, justify="left" if column == "method" else "right", no_wrap=True)
     for name, s in summaries.items():
         speed = [f"{s['accepted_per_step']:.2f}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}"] \
             if "accepted_per_step" in s else ["-", "-", "-"]
-        table.add_row(
-            name, str(s["cases"]), f"{s['exact_rate']:.1%}", f"{s['mean_similarity']:.4f}", str(s["silent_wrong"]),
-            *(f"{s[k]:.3f}" for k in ("seconds_mean", "seconds_p50", "seconds_max")), *speed,
-        )
+        table.add_row(name, str(s["cases"]), str(s["exact"]), str(s["refused"]), str(s["wrong_but_valid"]),
+                      f"{s['mean_similarity']:.4f}", f"{s['seconds_mean']:.3f}", f"{s['seconds_max']:.3f}", *speed)
     console.print(table)
     outcomes = Table()
     for column in ("method", "status", "validation"):
@@ -215,6 +227,23 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
     for name, s in summaries.items():
         outcomes.add_row(name, *(" ".join(f"{k}={v}" for k, v in s[key].items()) for key in ("status", "validation")))
     console.print(outcomes)
+
+
+BANDS = ((1.0, 1.01), (0.95, 1.0), (HIGH_CONFIDENCE, 0.95), (0.7, HIGH_CONFIDENCE), (0.01, 0.7), (0.0, 0.01))
+
+
+def calibration(records: list[CaseRecord]) -> str:
+    """A Markdown table: per confidence band, the merges that were exact, wrong but valid, or
+    refused. `auto` takes a merge from HIGH_CONFIDENCE up (when it validates)."""
+    from bench.common import table
+
+    rows = []
+    for lo, hi in BANDS:
+        band = [r for r in records if lo <= (r.confidence or 0.0) < hi]
+        name = "1.00" if lo == 1.0 else ("0" if hi == 0.01 else f"[{lo:.2f}, {hi:.2f})")
+        rows.append([name, len(band), sum(r.exact and r.success for r in band), sum(r.success and not r.exact for r in band),
+                     sum(not r.success for r in band)])
+    return table(["merge confidence", "cases", "exact", "wrong but valid", "refused"], rows)
 
 
 def revalidate(record: CaseRecord, case: dict) -> CaseRecord:
@@ -247,13 +276,13 @@ def markdown_report(paths: list[str], data: Path = DEV_SET, ids: list[str] | Non
             s = summarize(records)
             checks = Counter(n for r in records for n in r.validation)
             s["validation"] = {"ok": sum(not r.validation for r in records), **dict(checks.most_common())}
-            quality.append([name, s["cases"], f"{s['exact_rate']:.0%}", f"{s['mean_similarity']:.3f}", s["silent_wrong"],
+            quality.append([name, s["cases"], s["exact"], s["refused"], s["wrong_but_valid"], f"{s['mean_similarity']:.3f}",
                             " ".join(f"{k}={v}" for k, v in s["validation"].items()), f"{s['seconds_mean']:.1f}"])
             if "accepted_per_step" in s:
                 speed.append([name, s["model_cases"], s["prompt_tokens"], s["tokens"], f"{s['accepted_per_step']:.2f}",
                               f"{s['acceptance']:.1%}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}",
                               histogram_text(s["hist"])])
-    out = table(["method", "cases", "exact", "line sim", "silent wrong", "validation", "s/case"], quality)
+    out = table(["method", "cases", "exact", "refused", "wrong but valid", "line sim", "validation", "s/case"], quality)
     if speed:
         out += "\n\n" + table(["method", "model cases", "prompt tok", "output tok", "tok/step", "drafts accepted",
                                 "decode tok/s", "ttft s", "committed per step: steps"], speed)
@@ -262,39 +291,47 @@ def markdown_report(paths: list[str], data: Path = DEV_SET, ids: list[str] | Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEV_SET, help="JSONL eval set (default: the dev set)")
+    parser.add_argument("--data", type=Path, nargs="+", default=[DEV_SET, MESSY_SET],
+                        help="JSONL eval sets (default: the dev set and its chat-style twin)")
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=["deterministic"])
     parser.add_argument("--limit", type=int, help="N cases spread evenly over the file sizes")
     parser.add_argument("--ids", nargs="+", help="only these case ids")
     parser.add_argument("--json", metavar="PATH", help="write summaries and per-case records ('-' for stdout)")
     parser.add_argument("--show-failures", action="store_true", help="list the cases each method got wrong")
+    parser.add_argument("--calibration", action="store_true", help="the merge's confidence against its outcomes")
     parser.add_argument("--report", nargs="+", metavar="JSON", help="print Markdown tables from earlier --json files")
     args = parser.parse_args(argv)
     if args.report:
-        print(markdown_report(args.report, args.data, args.ids))
+        print(markdown_report(args.report, args.data[0], args.ids))
         return 0
 
-    cases = load_cases(args.data, args.limit, args.ids)
     console = Console(stderr=args.json == "-", width=170)
     records: dict[str, list[CaseRecord]] = {}
-    for name in args.methods:
-        records[name] = []
-        for case in cases:
-            record = dataclasses.replace(METHODS[name](case), method=name)
-            records[name].append(record)
-            if name != "deterministic":
-                console.print(f"[{name}] {record.id}: exact={record.exact} sim={record.similarity:.3f} "
-                              f"validation={record.validation or 'ok'} {record.seconds:.0f} s {record.extra.get('tokens', 0)} tok "
-                              f"{record.extra.get('steps', 0)} steps", markup=False, highlight=False)
-                if args.json and args.json != "-":
-                    _write_json(args, {n: r for n, r in records.items()})  # keep what is done so far
-    summaries = {name: summarize(recs) for name, recs in records.items()}
-    print_table(summaries, args.data, console)
+    for data in args.data:
+        cases = load_cases(data, args.limit, args.ids)
+        for name in args.methods:
+            key = f"{name} · {data.stem}"
+            records[key] = []
+            for case in cases:
+                record = dataclasses.replace(METHODS[name](case), method=name)
+                records[key].append(record)
+                if name != "deterministic":
+                    console.print(f"[{key}] {record.id}: exact={record.exact} sim={record.similarity:.3f} "
+                                  f"validation={record.validation or 'ok'} {record.seconds:.0f} s {record.extra.get('tokens', 0)} tok "
+                                  f"{record.extra.get('steps', 0)} steps", markup=False, highlight=False)
+                    if args.json and args.json != "-":
+                        _write_json(args, records)  # keep what is done so far
+        print_table({k: summarize(r) for k, r in records.items() if k.endswith(data.stem)}, data, console)
+    if args.calibration:
+        merged = [r for k, recs in records.items() if k.startswith("deterministic") for r in recs]
+        console.print(f"merge confidence over {', '.join(d.name for d in args.data)}:\n" + calibration(merged),
+                      markup=False, highlight=False)
     if args.show_failures:
         for name, recs in records.items():
             for r in recs:
-                if not r.exact:
-                    console.print(f"[{name}] {r.id}: status={r.status} similarity={r.similarity:.3f} validation={r.validation or 'ok'}")
+                if not (r.exact and r.success):
+                    console.print(f"[{name}] {r.id}: status={r.status} exact={r.exact} similarity={r.similarity:.3f} "
+                                  f"validation={r.validation or 'ok'}", markup=False, highlight=False)
     if args.json:
         _write_json(args, records)
     return 0
@@ -302,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write_json(args, records: dict[str, list[CaseRecord]]) -> None:
     payload = {
-        "data": str(args.data),
+        "data": [str(d) for d in args.data],
         "machine": machine(),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "cases": [r.id for r in next(iter(records.values()), [])],

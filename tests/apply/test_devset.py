@@ -8,14 +8,18 @@ fence with prose around it), since held-out cases and real requests are not the 
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from engine.apply import merge, validate
+from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.merge import STATUSES
 
-DEV_MARKER = re.compile(r"^(\s*)(?:#|//) \.\.\. existing code \.\.\.$")
+DEV_MARKER = re.compile(r"^(\s*)(?:#|//) \.\.\. existing code \.\.\.$", re.M)
+MESSY = Path(__file__).resolve().parents[2] / "bench" / "data" / "dev_messy.jsonl"
 
 STYLES = {
     "python": ["# ...", "# ... rest of the code unchanged ...", "...", "# (unchanged)"],
@@ -76,3 +80,24 @@ def test_dev_set_without_the_final_newline_convention_is_not_counted_as_luck(dev
     for case in no_newline:
         assert case["update_snippet"].endswith("\n")
         assert merge(case["original"], case["update_snippet"], case["language"]).text == case["expected"]
+
+
+def test_confidence_separates_right_from_wrong_merges(dev_cases):
+    """The bar `auto` uses (HIGH_CONFIDENCE): over the dev snippets, their chat-style twins and a
+    doubtful variant of each (a new first line above a snippet without its leading marker, with
+    code above: insert or replace?), every merge at or above the bar that validates is exact, and
+    every merge that is wrong or refused is below it. bench/RESULTS.md has the table."""
+    messy = [json.loads(line) for line in MESSY.read_text(encoding="utf-8").splitlines() if line.strip()]
+    snippets = [(c, c["update_snippet"]) for c in dev_cases] + [(c, c["update_snippet"]) for c in messy]
+    snippets += [(c, "import_this_new_line = 1\n" + DEV_MARKER.sub("", c["update_snippet"], count=1).lstrip("\n"))
+                 for c in dev_cases if c["update_snippet"].lstrip().startswith(("#", "//"))]
+    above = below = 0
+    for case, snippet in snippets:
+        result = merge(case["original"], snippet, case["language"], case["path"])
+        ok = result.ok and validate(case["original"], result).ok
+        if result.confidence >= HIGH_CONFIDENCE and ok:
+            assert result.text == case["expected"], case["id"]
+            above += 1
+        else:
+            below += 1
+    assert above >= 120 and below >= 30
