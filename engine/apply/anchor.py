@@ -20,6 +20,7 @@ import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from engine.apply.indent import file_uses_tabs
 from engine.apply.text import indent_of
@@ -30,6 +31,7 @@ RARE = 3  # a trivial line occurring at most this often in the original can anch
 TRIVIAL_WEIGHT = 0.25  # what a matched trivial line (`}`, a blank) says about position; a significant one says 1
 NEW_BODY_RUN = 3  # lines in a run that lets a line of a new definition anchor (a renamed function)
 RUN_PROBES = 16  # occurrences of one line tried for such a run
+RENAME_SIMILARITY = 0.75  # a definition line this similar to an original one is that one renamed
 _TRIVIAL_WORDS = frozenset(
     "pass else else: try: finally: end fi done return break continue default: begin do then esac".split()
 )
@@ -197,7 +199,7 @@ def new_definitions(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int
     rows: set[int] = set()
     for s, line in enumerate(seg):
         key = definition(line)
-        if key is None or key in index.definitions or s in rows:
+        if key is None or key in index.definitions or s in rows or _renames(line, index):
             continue
         depth = len(indent_of(line))
         end = s + 1
@@ -208,6 +210,21 @@ def new_definitions(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int
         rows.update(range(s, end))
     return {s for s in rows if not any(grow(seg, index, s, p, lo, hi, rows).length >= NEW_BODY_RUN
                                        for p in index.occurrences(seg[s], lo, hi)[:RUN_PROBES])}
+
+
+def _renames(line: str, index: OriginalIndex) -> bool:
+    """Whether `line` is an original definition line renamed (`function mergeValues(prop) {` for
+    `function mergeInstanceConfigWithDefaults(prop) {`): as similar to one as a changed line is
+    to its original (RENAME_SIMILARITY)."""
+    matcher = SequenceMatcher(None, autojunk=False)
+    matcher.set_seq2(line.strip())
+    for p, key in enumerate(index.defines):
+        if key is None:
+            continue
+        matcher.set_seq1(index.lines[p].strip())
+        if matcher.real_quick_ratio() >= RENAME_SIMILARITY and matcher.ratio() >= RENAME_SIMILARITY:
+            return True
+    return False
 
 
 def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool, skip: set[int] = frozenset()) -> list[Block]:
