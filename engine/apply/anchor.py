@@ -20,7 +20,6 @@ import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 
 from engine.apply.indent import file_uses_tabs
 from engine.apply.text import indent_of
@@ -31,7 +30,7 @@ RARE = 3  # a trivial line occurring at most this often in the original can anch
 TRIVIAL_WEIGHT = 0.25  # what a matched trivial line (`}`, a blank) says about position; a significant one says 1
 NEW_BODY_RUN = 3  # lines in a run that lets a line of a new definition anchor (a renamed function)
 RUN_PROBES = 16  # occurrences of one line tried for such a run
-RENAME_SIMILARITY = 0.75  # a definition line this similar to an original one is that one renamed
+RENAME_STEM = 3  # characters two names must share at one end for one to rename the other
 _TRIVIAL_WORDS = frozenset(
     "pass else else: try: finally: end fi done return break continue default: begin do then esac".split()
 )
@@ -104,6 +103,16 @@ class OriginalIndex:
     def definitions(self) -> frozenset[str]:
         """The names the original defines."""
         return frozenset(key for key in self.defines if key)
+
+    @functools.cached_property
+    def skeletons(self) -> dict[str, list[str]]:
+        """Definition lines without their names -> the names (`_renames`)."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for line, key in zip(self.lines, self.defines):
+            if key:
+                name, skeleton = _skeleton(line)
+                out[skeleton].append(name)
+        return out
 
     @functools.cached_property
     def uses_tabs(self) -> bool:
@@ -213,18 +222,24 @@ def new_definitions(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int
 
 
 def _renames(line: str, index: OriginalIndex) -> bool:
-    """Whether `line` is an original definition line renamed (`function mergeValues(prop) {` for
-    `function mergeInstanceConfigWithDefaults(prop) {`): as similar to one as a changed line is
-    to its original (RENAME_SIMILARITY)."""
-    matcher = SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(line.strip())
-    for p, key in enumerate(index.defines):
-        if key is None:
-            continue
-        matcher.set_seq1(index.lines[p].strip())
-        if matcher.real_quick_ratio() >= RENAME_SIMILARITY and matcher.ratio() >= RENAME_SIMILARITY:
-            return True
-    return False
+    """Whether `line` renames an original definition line: the same line but for the name
+    (`function mergeValues(prop) {` for `function mergeInstanceConfigWithDefaults(prop) {`), and
+    the names share a stem of RENAME_STEM characters at either end."""
+    name, skeleton = _skeleton(line)
+    return any(_stem(name, other) >= RENAME_STEM for other in index.skeletons.get(skeleton, ()))
+
+
+def _skeleton(line: str) -> tuple[str, str]:
+    """(the name `line` defines, the line without it)."""
+    name = (definition(line) or "").split(" ")[-1]
+    return name, line.strip().replace(name, "", 1)
+
+
+def _stem(a: str, b: str) -> int:
+    """The longer of the common prefix and the common suffix of `a` and `b`."""
+    prefix = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    suffix = next((i for i, (x, y) in enumerate(zip(reversed(a), reversed(b))) if x != y), min(len(a), len(b)))
+    return max(prefix, suffix)
 
 
 def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool, skip: set[int] = frozenset()) -> list[Block]:
