@@ -70,6 +70,19 @@ class MergeResult:
         """Whether every segment was placed (`exact` or `fuzzy`)."""
         return self.status in SUCCESS
 
+    def merged_line(self, x: int) -> int:
+        """Where original line `x`, one outside every placed span, is in `text`: shifted by what
+        the placements before it (insertions at `x` included) added or removed."""
+        return x + sum(r.written - (r.end - r.start) for r in self.segments if r.start is not None and r.end <= x)
+
+    def placed_lines(self, report: SegmentReport) -> tuple[str, ...]:
+        """The lines `text` holds for a placed segment."""
+        at = report.start + sum(
+            r.written - (r.end - r.start) for r in self.segments
+            if r.start is not None and r is not report
+            and (r.end < report.start or r.end == report.start and (r.start < r.end or r.segment < report.segment)))
+        return split_lines(self.text).lines[at : at + report.written]
+
 
 def merge(original: str, snippet: str | Snippet, language: str | None = None, path: str | None = None) -> MergeResult:
     """Merge `snippet` (text, or an already parsed `Snippet`) into `original`; `path`, the

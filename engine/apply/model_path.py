@@ -102,9 +102,14 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
         part = None
         if window is not None:
             head, body, predicted, tail, shown = _split_window(original, predicted, plan.merge, window)
-            snippet = _segments_text(plan.merge, shown, plan.language)
+            snippet = _segments_text(plan.merge.snippet, shown, plan.language, ends=(True, True))
             where = os.path.basename(req.path) if req.path else "the file"
             part = f"lines {window[0] + 1}-{window[1]} of {where}"
+        elif plan.merge is not None and plan.merge.snippet is not None:
+            # The snippet as parsed (no chat prose, no fences), not as the answer wrote it.
+            parsed = plan.merge.snippet
+            snippet = _segments_text(parsed, range(len(parsed.segments)), plan.language,
+                                     ends=(parsed.leading_elision, parsed.trailing_elision))
         prompt = build_apply_prompt(body, snippet, req.instruction, plan.language,
                                     draft=predicted if usable else None, form=form, part=part)
     prompt_ids = prompt.prompt_ids(tokenizer)
@@ -158,25 +163,23 @@ def uncertain_window(merge, n: int) -> tuple[int, int] | None:
 def _split_window(original: str, merged: str, merge, window: tuple[int, int]) -> tuple[str, str, str, str, list[int]]:
     """(head, original window, merged window, tail, segments inside it): the merged text cut at
     the lines that the window's edges are in the original (edges lie outside every placed span,
-    so each maps to one merged line: shifted by what the placements before it added)."""
+    so each maps to one merged line)."""
     orig, new = split_lines(original), split_lines(merged)
     start, end = window
-
-    def shifted(x: int) -> int:
-        return x + sum(r.written - (r.end - r.start) for r in merge.segments if r.start is not None and r.end <= x)
-
-    a, b = shifted(start), shifted(end)
+    a, b = merge.merged_line(start), merge.merged_line(end)
     shown = [r.segment for r in merge.segments if r.start is None or (start <= r.start and start < r.end <= end)
              or r.start == r.end == end]
     return (join_lines(new.lines[:a], new.eols[:a]), join_lines(orig.lines[start:end], orig.eols[start:end]),
             join_lines(new.lines[a:b], new.eols[a:b]), join_lines(new.lines[b:], new.eols[b:]), shown)
 
 
-def _segments_text(merge, shown: list[int], language: str | None) -> str:
-    """The snippet's segments `shown`, joined by elision markers in the language's comment syntax."""
-    marker = f"{language_spec(language).line_comments[0] if language_spec(language).line_comments else '//'} ... existing code ..."
-    parts = ["\n".join(merge.snippet.segments[j].lines) for j in shown]
-    return marker + "\n" + f"\n{marker}\n".join(parts) + "\n" + marker + "\n"
+def _segments_text(snippet, shown, language: str | None, ends: tuple[bool, bool]) -> str:
+    """The snippet's segments `shown`, joined by elision markers in the language's comment syntax,
+    with a marker before / after them as `ends` says."""
+    comments = language_spec(language).line_comments
+    marker = f"{comments[0] if comments else '//'} ... existing code ..."
+    body = f"\n{marker}\n".join("\n".join(snippet.segments[j].lines) for j in shown)
+    return (f"{marker}\n" if ends[0] else "") + body + "\n" + (f"{marker}\n" if ends[1] else "")
 
 
 def closed(job: ModelJob, answer: str) -> bool:

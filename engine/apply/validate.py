@@ -17,6 +17,11 @@ Each check is a named `Problem` with a reason; `Validation.ok` is False when any
                      head, stops early, or "improves" a line nobody asked about;
 * `snippet_lines_missing`  lines of the snippet's code are not in the result: the edit was not
                      (fully) applied -- a model that copies the original, or nothing at all;
+* `sure_lines_changed`  (a model's text) lines that the merge placed with full confidence are not
+                     in the result verbatim: the model "corrected" a part no one doubted;
+* `unexplained_change`  (a model's text) a change the snippet does not show: lines deleted that
+                     are not framed by two lines adjacent in the snippet, or lines rewritten into
+                     lines the snippet does not have;
 * `no_change`        (warning) the result equals the original.
 
 Every path runs every check: the deterministic merge keeps untouched lines by construction, so
@@ -32,6 +37,8 @@ from dataclasses import dataclass
 from engine.apply.errors import Problem
 from engine.apply.languages import parse_tree, resolve_language
 from engine.apply.markers import find_markers
+from engine.apply.anchor import normalize
+from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.merge import MergeResult
 from engine.apply.snippet import Snippet, parse_snippet
 from engine.apply.text import line_matcher, split_lines
@@ -88,6 +95,10 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
         problems += _mass_deletion(original, text)
     if merge is not None:
         problems += _untouched_lost(original, text, merge)
+        if text != merge.text:  # a model's text: held to what the merge is sure of, and to the snippet
+            problems += _sure_lines_changed(text, merge)
+            if merge.snippet is not None:
+                problems += _unexplained_changes(original, text, merge.snippet)
     if isinstance(snippet, Snippet) and not allow_deletion:
         problems += _snippet_lines_missing(text, snippet)
     if text == original:
@@ -201,3 +212,40 @@ def _snippet_lines_missing(text: str, snippet: Snippet) -> list[Problem]:
     first = next(line.strip() for seg in snippet.segments for line in seg.lines if line.strip() in missing)
     return [Problem("snippet_lines_missing", f"{sum(missing.values())} line(s) of the snippet are not in the result "
                     f"(first: {first[:80]!r}): the snippet's change was not (fully) applied")]
+
+
+def _sure_lines_changed(text: str, merge: MergeResult) -> list[Problem]:
+    """Placed segments at HIGH_CONFIDENCE whose lines are not a block of `text`, verbatim."""
+    haystack = "\n" + "\n".join(split_lines(text).lines) + "\n"
+    for report in merge.segments:
+        if report.start is None or report.confidence < HIGH_CONFIDENCE or not report.written:
+            continue
+        if "\n" + "\n".join(merge.placed_lines(report)) + "\n" not in haystack:
+            return [Problem("sure_lines_changed", f"the lines the merge placed for snippet segment {report.segment + 1} "
+                            f"(original lines {report.start + 1}-{report.end}), with nothing in doubt, are not in the "
+                            "result as they are")]
+    return []
+
+
+def _unexplained_changes(original: str, text: str, snippet: Snippet) -> list[Problem]:
+    """Diff hunks from `original` to `text` that the snippet does not account for: a deletion
+    must lie between two lines that are adjacent in one snippet segment (the snippet shows them
+    together), and a rewrite must produce lines of the snippet (compared without whitespace)."""
+    ours = {normalize(line) for seg in snippet.segments for line in seg.lines if line.strip()}
+    adjacent = {(normalize(a), normalize(b)) for seg in snippet.segments
+                for a, b in zip([l for l in seg.lines if l.strip()], [l for l in seg.lines if l.strip()][1:])}
+    a, b = split_lines(original).lines, split_lines(text).lines
+    for op, i1, i2, j1, j2 in line_matcher(a, b).get_opcodes():
+        removed = [line for line in a[i1:i2] if line.strip()]
+        added = [normalize(line) for line in b[j1:j2] if line.strip()]
+        if op == "delete" and removed:
+            above = next((normalize(l) for l in reversed(b[:j1]) if l.strip()), None)
+            below = next((normalize(l) for l in b[j2:] if l.strip()), None)
+            if (above, below) not in adjacent:
+                return [Problem("unexplained_change", f"original lines {i1 + 1}-{i2} are deleted, but the snippet does "
+                                "not show the lines around them together", line=i1 + 1)]
+        elif op in ("replace", "insert") and any(line not in ours for line in added):
+            first = next(line for line in added if line not in ours)
+            return [Problem("unexplained_change", f"the result has lines the snippet does not (first: {first[:80]!r}) "
+                            f"where the original has lines {i1 + 1}-{i2}", line=i1 + 1)]
+    return []

@@ -180,7 +180,7 @@ def test_a_model_that_strays_from_the_merge_fails_validation(shapes_py, tokenize
 
     req = ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model")
     result = apply_edit(EchoEngine(tokenizer, answer=answer), req)
-    assert not result.ok and [p.name for p in result.validation.problems if p.severity == "error"] == [problem]
+    assert not result.ok and problem in [p.name for p in result.validation.problems if p.severity == "error"]
 
 
 CALCULATOR_JS = """class Calculator {
@@ -388,3 +388,27 @@ def test_request_and_result_round_trip_as_json(shapes_py):
 def test_draft_form_without_a_draft_falls_back_to_rewrite(shapes_py):
     prompt = build_apply_prompt(shapes_py, AREA_EXACT, form="draft", draft=None)
     assert prompt.form == "rewrite"
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("re-indent the sure segment", "sure_lines_changed"),
+    ("delete an unshown line", "unexplained_change"),
+    ("rewrite a line", "unexplained_change"),
+])
+def test_a_model_result_is_held_to_what_the_merge_is_sure_of_and_to_the_snippet(shapes_py, tokenizer, damage, problem):
+    """On `auto`'s model path (the merge doubts part of the snippet), the model may not re-indent
+    what the merge placed with full confidence, delete a line the snippet does not frame, or
+    rewrite a line into one the snippet lacks (EchoEngine writes the damaged merge)."""
+    snippet = AREA_EXACT + "def nowhere_yet():\n    pass\n# ... existing code ...\n"
+
+    def answer(prediction: str) -> str:
+        if damage == "re-indent the sure segment":
+            return prediction.replace('        """Area in square units."""', '    """Area in square units."""')
+        if damage == "delete an unshown line":
+            return prediction.replace("        self.h = h\n", "")
+        return prediction.replace("import sys\n", "import sys as system\n")
+
+    req = ApplyRequest(shapes_py, snippet, path="shapes.py")
+    assert prepare(req).needs_model
+    result = apply_edit(EchoEngine(tokenizer, answer=answer), req)
+    assert not result.ok and problem in result.validation.names, result.validation.names
