@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from engine.apply import limits
 from engine.apply.diff import apply_unified_diff, unified_diff
 from engine.apply.errors import (
     ApplyCancelled, ApplyError, BinaryFileError, DiffError, EmptySnippetError, NeedsModelError,
@@ -179,6 +180,7 @@ def looks_like_diff(snippet: str) -> bool:
 
 def prepare(req: ApplyRequest) -> Plan:
     """Check the request and decide its path; no model needed. Raises ApplyError for bad input."""
+    limits.check(req)  # size bounds and an empty request: milliseconds, before any work
     try:
         language = detect_language(req.path, req.language)
     except ValueError as exc:
