@@ -14,6 +14,19 @@ from dataclasses import dataclass
 class ApplyError(ValueError):
     """Base class of every bad-input error of the apply pipeline."""
 
+    def __reduce__(self):
+        # Subclasses build their message in __init__ from other arguments, so the default pickle
+        # (the class called on `args`) would garble it: a copy (the server's merge workers send
+        # errors across processes) is rebuilt from the message and the attributes instead.
+        return _rebuild, (type(self), str(self), dict(self.__dict__))
+
+
+def _rebuild(cls: type, message: str, attrs: dict) -> ApplyError:
+    exc = cls.__new__(cls)
+    ValueError.__init__(exc, message)
+    exc.__dict__.update(attrs)
+    return exc
+
 
 class SnippetError(ApplyError):
     """The update snippet cannot be used at all."""

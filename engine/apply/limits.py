@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from engine.apply.errors import EmptySnippetError, FileOverContextError, InputTooLargeError
 
 ENV = {"max_bytes": "EDITAPPLY_MAX_INPUT_BYTES", "max_lines": "EDITAPPLY_MAX_INPUT_LINES"}
+# Code averages 3-4 characters a token: a prefix of 8 per token of room nearly always overflows it.
+PREFIX_CHARS_PER_TOKEN = 8
+CUT_SLACK = 16  # tokens a cut at a line start may add to a prefix's count (a token or two, in fact)
 NOTHING_TO_APPLY = "nothing to apply: the edit snippet is empty and there is no instruction (give edit_snippet or instruction)"
 
 
@@ -81,15 +84,24 @@ def check(req, limits: Limits = LIMITS) -> None:
 def check_context(req, tokenizer, context: int) -> None:
     """Refuse (`FileOverContextError`) a snippet or diff request whose file alone has more tokens
     than the model's `context` leaves for a prompt. Instruction-only requests pass: their prompt
-    may hold only the definitions the instruction names (targets.py)."""
+    may hold only the definitions the instruction names (targets.py).
+
+    Cheapest first: the lower bound from the length; the upper bound (a token covers a byte at
+    least, one more for a leading '▁'); then the tokens of a prefix cut at a line start, which
+    bound the whole from below but for a token or two at the cut (`CUT_SLACK`): a prefix of
+    `PREFIX_CHARS_PER_TOKEN` characters per token of room, so a 1 MB file costs the tokenizing of
+    some 130 KB, not of all of it. Only a file those cannot decide is tokenized whole (cached:
+    the model path reads the same encoding)."""
     if not (req.edit_snippet or "").strip():
         return
     room = context - 1  # the answer needs a token at least
     text = req.initial_code
     if (low := tokenizer.min_tokens(text)) > room:
         raise FileOverContextError(low, context, exact=False)
-    # Byte-level tokens cover a byte at least (one more for a leading '▁'): within that, it fits.
     if len(text.encode("utf-8", "surrogatepass")) + 1 <= room:
         return
+    cut = text.rfind("\n", 0, PREFIX_CHARS_PER_TOKEN * room) + 1
+    if 0 < cut < len(text) and (low := len(tokenizer.encode(text[:cut])) - CUT_SLACK) > room:
+        raise FileOverContextError(low, context, exact=False)
     if (tokens := len(tokenizer.encode_document(text))) > room:
         raise FileOverContextError(tokens, context, exact=True)
