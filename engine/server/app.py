@@ -6,11 +6,13 @@ Routes, one module per group: `apply` (/v1/apply), `chat` (/v1/chat/completions)
 read), `BodyGuard` (size, content type, UTF-8). Errors are OpenAI-shaped everywhere (`errors.py`).
 The engine runs in its own thread (`EngineService`); handlers only await its streams, merges run
 in worker processes (`workers.py`), and the rest of the CPU work (templating, tokenizing) in the
-thread pool, so neither the event loop nor the engine waits on them. `close_app` stops the merge
-workers.
+thread pool, so neither the event loop nor the engine waits on them. The app's shutdown stops the
+merge workers; `close_app` does it for a server run without lifespan events (the tests').
 """
 
 from __future__ import annotations
+
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -29,9 +31,15 @@ BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
     """The app serving `service` (an EngineService: the Engine protocol plus `load()` and `cfg`)."""
     settings = settings or ServerSettings.from_env()
-    app = FastAPI(title="editapply", version="0.1.0", strict_content_type=False,
-                  description="Edit-apply backend: apply, OpenAI-compatible chat with predicted outputs, RAG.")
     merges = MergePool(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        merges.close()  # in uvicorn's graceful shutdown: it re-raises SIGTERM after, so no `finally` runs
+
+    app = FastAPI(title="editapply", version="0.1.0", strict_content_type=False, lifespan=lifespan,
+                  description="Edit-apply backend: apply, OpenAI-compatible chat with predicted outputs, RAG.")
     state = ServerState(service, settings, Metrics(service, merges), merges)
     app.state.editapply = state
     for module in (apply, chat, rag, system):

@@ -14,7 +14,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
 
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
-    from engine.server.app import close_app, create_app
+    from engine.server.app import create_app
     from engine.server.settings import ServerSettings
     from engine.service import EngineService
 
@@ -40,7 +40,6 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     finally:
-        close_app(app)
         service.shutdown()
     return EXIT_OK
 

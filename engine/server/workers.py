@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit, p
 from engine.server.errors import APIError
 
 NICENESS = 10  # added to a worker's nice value: merges yield the CPU to generation
+PARENT_POLL_S = 1.0  # how often a worker checks that the server is still alive
 WARM_UP = ApplyRequest("x = 1\n", "x = 2\n", path="warm_up.py", mode="deterministic")
 
 
@@ -45,7 +47,16 @@ def plan_apply(req: ApplyRequest) -> Plan | ApplyResult:
 
 def _start_worker() -> None:
     os.nice(NICENESS)
+    # A spawned worker holds both ends of its task pipe, so it never sees EOF when the server
+    # dies without shutting the pool down (SIGKILL, a signal re-raised by uvicorn): it watches.
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     plan_apply(WARM_UP)  # imports and grammar loading, before the first real request
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(0)
 
 
 class MergePool:
