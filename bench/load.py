@@ -29,7 +29,6 @@ import asyncio
 import itertools
 import json
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -93,8 +92,7 @@ async def one(client: httpx.AsyncClient, kind: str, path: str, body: dict) -> Re
             async with client.stream("POST", path, json=body) as r:
                 if r.status_code != 200:
                     await r.aread()
-                    return Record(kind, False, time.perf_counter() - start, error=f"{r.status_code} {r.text[:200]}",
-                                  status=r.status_code)
+                    return Record(kind, False, time.perf_counter() - start, error=_error_text(r), status=r.status_code)
                 async for line in r.aiter_lines():
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue
@@ -109,10 +107,19 @@ async def one(client: httpx.AsyncClient, kind: str, path: str, body: dict) -> Re
         r = await client.post(path, json=body)
         seconds = time.perf_counter() - start
         if r.status_code != 200:
-            return Record(kind, False, seconds, error=f"{r.status_code} {r.text[:200]}", status=r.status_code)
+            return Record(kind, False, seconds, error=_error_text(r), status=r.status_code)
         return Record(kind, True, seconds, r.json()["usage"]["completion_tokens"], status=200)
     except httpx.HTTPError as exc:
         return Record(kind, False, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+
+
+def _error_text(r: httpx.Response) -> str:
+    """'413 input_too_large: the file is ...' (the code first: messages can be long)."""
+    try:
+        error = r.json()["error"]
+        return f"{r.status_code} {error['code']}: {error['message'][:160]}"
+    except (ValueError, KeyError, TypeError):
+        return f"{r.status_code} {r.text[:200]}"
 
 
 async def client_loop(client, mix, index, deadline, cases, max_tokens, records):
@@ -280,10 +287,7 @@ async def drive_mixed(url: str, args, cases: list[dict], pid: int | None) -> dic
 
 
 def _outcome(r: Record) -> str:
-    if r.ok:
-        return "200"
-    code = re.search(r'"code":\s*"([^"]+)"', r.error or "")
-    return f"{r.status} {code.group(1)}" if code else (r.error or "?")[:60]
+    return "200" if r.ok else (r.error or "?").split(":", 1)[0]
 
 
 def report_mixed(m: dict, args, model: str) -> dict:

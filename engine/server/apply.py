@@ -25,8 +25,8 @@ from contextlib import aclosing
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
 
+from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
-from engine.apply.limits import check_context
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
 from engine.engine import RequestError
@@ -77,8 +77,9 @@ class ApplyRun:
         """Check the input and the context (raises APIError); no generation yet. A request the
         model need not serve is answered here (`result`)."""
         try:
+            limits.check(self.req)  # sizes: before a worker is asked (prepare checks again, for other callers)
             if self.req.mode == "model":
-                await offload(check_context, self.req, self.state.tokenizer, self.state.context_limit)
+                await offload(limits.check_context, self.req, self.state.tokenizer, self.state.context_limit)
             outcome = await self.state.merges.run(plan_apply, self.req)
             if isinstance(outcome, ApplyResult):
                 self.result = outcome
@@ -90,7 +91,7 @@ class ApplyRun:
             raise apply_error(exc) from None
 
     def _build_job(self):
-        check_context(self.req, self.state.tokenizer, self.state.context_limit)
+        limits.check_context(self.req, self.state.tokenizer, self.state.context_limit)
         return build_job(self.plan, self.state.tokenizer, self.state.context_limit,
                          self.req.prompt_form or DEFAULT_PROMPT_FORM, self.req.max_tokens, self.req.use_prediction,
                          default_cap=self.state.settings.max_tokens_limit or None)

@@ -46,13 +46,16 @@ def test_a_3_mb_apply_is_refused_while_a_chat_request_is_served(live, large_bodi
         oversized = pool.submit(big.post, "/v1/apply", json=body)
         chat = pool.submit(small.post, CHAT, json={"messages": HI, "max_tokens": 4})
         r, c = oversized.result(), chat.result()
-    if mode == "model":  # the context check comes first there: a lower bound from the length
-        e = error_of(r, 400, "context_length_exceeded")
-        assert "the file alone is at least" in e["message"]
-    else:
-        e = error_of(r, 413, "input_too_large")
-        assert e["param"] == "initial_code" and "3,000,000 bytes; the limit is 2,097,152 bytes" in e["message"]
+    e = error_of(r, 413, "input_too_large")
+    assert e["param"] == "initial_code" and "3,000,000 bytes; the limit is 2,097,152 bytes" in e["message"]
     assert c.status_code == 200 and c.json()["usage"]["completion_tokens"] <= 4
+
+
+def test_a_file_over_the_context_in_model_mode_is_refused_before_the_merge(client, large_bodies):
+    code = big_code()[:300_000]  # within the input limits, far over the 4096-token context
+    e = error_of(client.post("/v1/apply", json={"initial_code": code, "edit_snippet": SNIPPET, "mode": "model"}), 400,
+                 "context_length_exceeded")
+    assert e["param"] == "initial_code" and "the file alone is at least" in e["message"]
 
 
 def test_a_3_mb_chat_message_or_document_is_refused_before_tokenizing(client, large_bodies):
