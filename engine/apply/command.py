@@ -104,6 +104,7 @@ def _tokenizer(args):
 def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
     model = None
     if req.mode == "model":  # a file the context cannot hold fails before the merge runs
+        limits.check(req)  # sizes first: before torch and the tokenizer load
         model = _tokenizer(args)
         limits.check_context(req, model[1], model[0].max_model_len)
     plan = prepare(req)

@@ -7,10 +7,11 @@ refused it, stalling the server meanwhile.
 * `check(req)`, first thing in `pipeline.prepare` (so in every front end): a request that asks
   for nothing (no snippet, no instruction), and a text over `LIMITS` in bytes or lines. The
   bounds keep the deterministic merge bounded, since its cost grows with both texts. Measured on
-  the 2-core CI machine (bench/RESULTS.md, "Robustness under load"): a 12,000-line file merges
-  in 0.1-0.6 s, a 50,000-line one in 1-2 s, and up to 6.5 s when every snippet line matches in
-  thousands of places (a file of repeated code). No model context holds a file near the limits
-  either (50,000 lines are some 500,000 tokens), so they refuse nothing any mode could serve.
+  the 2-core CI machine (`python -m bench.limits`; bench/RESULTS.md, "Robustness under load"): a
+  12,000-line file merges in 0.1-0.5 s, a 50,000-line one in 1-2 s, and in 6.5 s when a
+  whole-file snippet meets a file of repeated code (every line matches in thousands of places).
+  No model context holds a file near the limits either (50,000 lines are some 500,000 tokens),
+  so they refuse nothing any mode could serve.
 * `check_context(req, tokenizer, context)`, before a request goes down the model path (the
   server, the CLI): the prompt holds the whole file, so a file with more tokens than the context
   can never run. `Tokenizer.min_tokens` bounds the count from the length alone; the exact count
