@@ -3,11 +3,13 @@
     python -m bench.limits                                  # this tree
     python -m bench.limits --source-root /tmp/base          # also `editapply apply` from an older tree
 
-Prints two tables. The merge's time by file size: the work `prepare` does for a snippet (the
+Prints three tables. The merge's time by file size: the work `prepare` does for a snippet (the
 merge, snippet parsing included, then validation), without the limits, on a dev-set Python file
 grown to N lines, as unique code (each copy's names renamed) and as repeated code (every snippet
 line matches in every copy: the worst case for the candidate search), with the case's own
-snippet and with a whole-file snippet (the file with a line added in the middle, no markers). Then `editapply apply FILE SNIPPET` on an oversized file (3 MB of
+snippet and with a whole-file snippet (the file with a line added in the middle, no markers).
+The model-mode context check (`limits.check_context`) by file size and context, against
+tokenizing the file whole. Then `editapply apply FILE SNIPPET` on an oversized file (3 MB of
 repeated code by default) in each mode, as a subprocess: exit code, the reason, wall seconds.
 Benchmarks print; they never assert.
 """
@@ -24,7 +26,10 @@ import time
 from pathlib import Path
 
 from bench.common import header, load_dev, table
+from engine.apply.errors import FileOverContextError
+from engine.apply.limits import check_context
 from engine.apply.merge import merge
+from engine.apply.pipeline import ApplyRequest
 from engine.apply.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +65,30 @@ def merge_times(sizes: list[int]) -> list[list]:
     return rows
 
 
+def context_times(model: str, sizes: list[int], contexts: list[int]) -> list[list]:
+    from engine.loader import registry
+    from engine.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(registry.resolve(model))
+    tokenizer.max_token_bytes  # read the vocabulary once, outside the timings
+    base = Path(__file__).read_text()
+    rows = []
+    for size in sizes:
+        text = (base * (size // len(base) + 1))[:size]
+        start = time.perf_counter()
+        whole = len(tokenizer.encode(text))
+        encode_ms = (time.perf_counter() - start) * 1000
+        for context in contexts:
+            start = time.perf_counter()
+            try:
+                check_context(ApplyRequest(text, "x = 1\n", mode="model"), tokenizer, context)
+                verdict = "fits"
+            except FileOverContextError as exc:
+                verdict = f"refused: {'at least ' if 'at least' in str(exc) else ''}{exc.prompt_tokens} tokens"
+            rows.append([f"{size:,}", context, verdict, (time.perf_counter() - start) * 1000, whole, encode_ms])
+    return rows
+
+
 def cli_times(size: int, model: str, root: Path, label: str) -> list[list]:
     case = max(load_dev(), key=lambda c: len(c["original"]))
     rows = []
@@ -86,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(header("Deterministic merge time by file size (merge + validation, one process, no limits)"))
     print(table(["lines", "bytes", "code", "snippet", "merge status", "seconds"], merge_times([int(n) for n in args.lines.split(",")])))
+    print()
+    print(header(f"The model-mode context check ({args.model}'s tokenizer)"))
+    rows = context_times(args.model, [10_000, 100_000, 1_000_000, 3_000_000], [4096, 16384])
+    print(table(["file bytes", "context", "check_context", "check ms", "tokens (whole)", "tokenizing whole ms"], rows))
     print()
     print(header(f"`editapply apply` on a {args.oversized_bytes:,}-byte file"))
     rows = cli_times(args.oversized_bytes, args.model, ROOT, "this tree")
