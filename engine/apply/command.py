@@ -102,19 +102,21 @@ def _tokenizer(args):
 
 
 def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
-    model = None
-    if req.mode == "model":  # a file the context cannot hold fails before the merge runs
+    # The context checks need only the tokenizer: a file too large fails before the model loads,
+    # and in model mode before the merge runs.
+    cfg = tokenizer = None
+    if req.mode == "model":
         limits.check(req)  # sizes first: before torch and the tokenizer load
-        model = _tokenizer(args)
-        limits.check_context(req, model[1], model[0].max_model_len)
+        cfg, tokenizer = _tokenizer(args)
+        limits.check_context(req, tokenizer, cfg.max_model_len)
     plan = prepare(req)
     if not plan.needs_model:
         return apply_edit(None, req, plan=plan)
     from engine.apply.model_path import build_job
 
-    cfg, tokenizer = model or _tokenizer(args)
-    # The context checks need only the tokenizer: a file too large fails before the model loads.
-    limits.check_context(req, tokenizer, cfg.max_model_len)
+    if tokenizer is None:  # mode auto, and the merge was not trusted
+        cfg, tokenizer = _tokenizer(args)
+        limits.check_context(req, tokenizer, cfg.max_model_len)
     job = build_job(plan, tokenizer, cfg.max_model_len, req.prompt_form or DEFAULT_PROMPT_FORM,
                     req.max_tokens, req.use_prediction)
     err.print(f"{plan.reason}: the model writes the file", markup=False, highlight=False, soft_wrap=True, style="dim")

@@ -31,7 +31,8 @@ ENV = {
 
 
 def default_merge_workers() -> int:
-    """Half the cores, 1 to 4: the engine keeps the other half (bench/RESULTS.md, "Robustness under load")."""
+    """Half the cores, 1 to 4: the engine's threads keep the rest (one worker on the 2-core CI
+    machine; bench/RESULTS.md, "Robustness under load")."""
     return max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
