@@ -3,6 +3,7 @@
     python -m bench.load                                  # 16 clients, 60 s, smollm2-135m, own server
     python -m bench.load --clients 32 --duration 120 --model qwen2.5-coder-0.5b
     python -m bench.load --url http://127.0.0.1:8000      # an already running server (no RSS then)
+    python -m bench.load --mixed --duration 60            # robustness under load (issue 10), below
 
 Each client loops over a mix of requests (default: chat, streamed chat, RAG, deterministic apply on
 dev-set cases; `--mix` adds `apply-model`). The server runs in its own process, started here on a
@@ -10,6 +11,15 @@ free port, so its resident memory (RSS) can be sampled every second. Prints: err
 latency p50/p99 per kind, time to first token for streams, generated tokens/s, and RSS at the
 start (after warm-up), the end, the peak, and its slope (flat = no leak). Benchmarks print; they
 never assert.
+
+`--mixed` asks whether one kind of traffic hurts another: a probe chat (4 tokens) alone and beside
+one oversized apply (`--oversized-bytes` of code, mode auto) on the idle server; then
+`--chat-clients` chat clients alone for `--duration` s; then the same beside `--apply-clients`
+clients of deterministic `/v1/apply` (12 dev-set cases spread by size) and one more oversized
+apply. Prints chat latency in both phases, errors, what the oversized requests got and when, and
+the memory of the server and of its merge workers before and after. `--server-root` starts the
+server from another source tree (an unpacked older commit: the same run before a change), and
+`--server-env K=V` sets its environment (`EDITAPPLY_MERGE_WORKERS=0`: merges in threads).
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ class Record:
     tokens: int = 0
     ttft: float | None = None
     error: str | None = None
+    status: int = 0
 
 
 @dataclass
@@ -81,7 +92,7 @@ async def one(client: httpx.AsyncClient, kind: str, path: str, body: dict) -> Re
             async with client.stream("POST", path, json=body) as r:
                 if r.status_code != 200:
                     await r.aread()
-                    return Record(kind, False, time.perf_counter() - start, error=f"{r.status_code} {r.text[:200]}")
+                    return Record(kind, False, time.perf_counter() - start, error=_error_text(r), status=r.status_code)
                 async for line in r.aiter_lines():
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue
@@ -96,10 +107,19 @@ async def one(client: httpx.AsyncClient, kind: str, path: str, body: dict) -> Re
         r = await client.post(path, json=body)
         seconds = time.perf_counter() - start
         if r.status_code != 200:
-            return Record(kind, False, seconds, error=f"{r.status_code} {r.text[:200]}")
-        return Record(kind, True, seconds, r.json()["usage"]["completion_tokens"])
+            return Record(kind, False, seconds, error=_error_text(r), status=r.status_code)
+        return Record(kind, True, seconds, r.json()["usage"]["completion_tokens"], status=200)
     except httpx.HTTPError as exc:
         return Record(kind, False, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+
+
+def _error_text(r: httpx.Response) -> str:
+    """'413 input_too_large: the file is ...' (the code first: messages can be long)."""
+    try:
+        error = r.json()["error"]
+        return f"{r.status_code} {error['code']}: {error['message'][:160]}"
+    except (ValueError, KeyError, TypeError):
+        return f"{r.status_code} {r.text[:200]}"
 
 
 async def client_loop(client, mix, index, deadline, cases, max_tokens, records):
@@ -145,10 +165,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str, port: int, max_num_seqs: int, max_model_len: int) -> subprocess.Popen:
-    env = {**os.environ, "EDITAPPLY_MAX_NUM_SEQS": str(max_num_seqs), "EDITAPPLY_MAX_MODEL_LEN": str(max_model_len)}
+def start_server(model: str, port: int, max_num_seqs: int, max_model_len: int, root: str | None = None,
+                 extra_env: dict | None = None) -> subprocess.Popen:
+    env = {**os.environ, "EDITAPPLY_MAX_NUM_SEQS": str(max_num_seqs), "EDITAPPLY_MAX_MODEL_LEN": str(max_model_len),
+           **(extra_env or {})}
+    if root:  # another source tree: its `engine` package first on the path
+        env["PYTHONPATH"] = os.path.abspath(root)
     cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", model, "--port", str(port), "--log-level", "warning"]
-    return subprocess.Popen(cmd, env=env)
+    return subprocess.Popen(cmd, env=env, cwd=root)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float = 300) -> None:
@@ -209,6 +233,90 @@ def report(run: Run, args, model: str) -> dict:
     return {"summary": summary, "rows": rows}
 
 
+# ---- --mixed: does one kind of traffic hurt another (issue 10) ----------------------------------------
+
+PROBE = ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0})
+
+
+def oversized_body(size: int, cases: list[dict]) -> dict:
+    """An apply of `size` bytes: the largest case's file repeated (mode auto), with its snippet."""
+    case = max(cases, key=lambda c: len(c["original"]))
+    text = (case["original"] * (size // len(case["original"]) + 1))[:size]
+    return {"initial_code": text, "edit_snippet": case["update_snippet"], "path": case["path"], "mode": "auto"}
+
+
+def memory_mb(pid: int | None) -> tuple[float, float] | None:
+    """RSS of the server process and of its children (the merge workers), in MB."""
+    if pid is None:
+        return None
+    import psutil
+
+    proc = psutil.Process(pid)
+    return proc.memory_info().rss / 2**20, sum(c.memory_info().rss for c in proc.children(recursive=True)) / 2**20
+
+
+async def phase(client, kinds: dict[str, int], duration: float, cases, max_tokens: int) -> list[Record]:
+    """`kinds[k]` clients of each kind, each looping over its kind's requests for `duration` s."""
+    records: list[Record] = []
+    deadline = time.monotonic() + duration
+    await asyncio.gather(*(client_loop(client, [kind], i, deadline, cases, max_tokens, records)
+                           for kind, n in kinds.items() for i in range(n)))
+    return records
+
+
+async def drive_mixed(url: str, args, cases: list[dict], pid: int | None) -> dict:
+    n = args.chat_clients + args.apply_clients + 2
+    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+    big = oversized_body(args.oversized_bytes, cases)
+    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600), limits=limits) as client:
+        for kind in ("chat", "apply"):
+            await one(client, kind, *requests(kind, 0, cases, args.max_tokens))
+        await asyncio.sleep(args.warmup)
+        before = memory_mb(pid)
+        probe_idle = await one(client, "probe", *PROBE)
+        oversized_idle, probe_beside = await asyncio.gather(one(client, "oversized", "/v1/apply", big),
+                                                            one(client, "probe", *PROBE))
+        alone = await phase(client, {"chat": args.chat_clients}, args.duration, cases, args.max_tokens)
+        oversized = asyncio.create_task(one(client, "oversized", "/v1/apply", big))
+        loaded = await phase(client, {"chat": args.chat_clients, "apply": args.apply_clients}, args.duration, cases,
+                             args.max_tokens)
+        oversized_loaded = await oversized
+        after = memory_mb(pid)
+    return {"probe_idle": probe_idle, "probe_beside": probe_beside, "oversized_idle": oversized_idle,
+            "oversized_loaded": oversized_loaded, "alone": alone, "loaded": loaded, "before": before, "after": after}
+
+
+def _outcome(r: Record) -> str:
+    return "200" if r.ok else (r.error or "?").split(":", 1)[0]
+
+
+def report_mixed(m: dict, args, model: str) -> dict:
+    print(header(f"Robustness under load: {args.chat_clients} chat clients, then beside {args.apply_clients} "
+                 f"deterministic-apply clients, {args.duration:.0f} s each, {model}"))
+    rows = []
+    for name, records in (("chat alone", m["alone"]), ("chat + applies", m["loaded"])):
+        for kind in ("chat", "apply"):
+            if recs := [r for r in records if r.kind == kind]:
+                ok = [r.seconds * 1000 for r in recs if r.ok]
+                rows.append([name, kind, len(recs), len(recs) - len(ok), pct(ok, 0.5), pct(ok, 0.99)])
+    print(table(["phase", "kind", "requests", "errors", "p50 ms", "p99 ms"], rows))
+    print()
+    size = f"{args.oversized_bytes:,}-byte apply (auto)"
+    big = [[f"{size}, idle server", _outcome(m["oversized_idle"]), m["oversized_idle"].seconds * 1000,
+            m["probe_idle"].seconds * 1000, m["probe_beside"].seconds * 1000],
+           [f"{size}, chat + applies", _outcome(m["oversized_loaded"]), m["oversized_loaded"].seconds * 1000, "-", "-"]]
+    print(table(["oversized request", "answer", "answered after ms", "probe chat alone ms", "probe chat beside it ms"], big))
+    memory = {}
+    if m["before"] and m["after"]:
+        memory = {"server_rss_before_mb": m["before"][0], "server_rss_after_mb": m["after"][0],
+                  "workers_rss_before_mb": m["before"][1], "workers_rss_after_mb": m["after"][1]}
+        print()
+        print(table(list(memory), [list(memory.values())]))
+    for r in [r for r in m["alone"] + m["loaded"] if not r.ok][:5]:
+        print(f"error ({r.kind}): {r.error}")
+    return {"rows": rows, "oversized": big, "memory": memory}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=16)
@@ -221,27 +329,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-num-seqs", type=int, default=8, help="for the server started here")
     parser.add_argument("--max-model-len", type=int, default=4096, help="for the server started here")
     parser.add_argument("--json", metavar="NAME", help="also write the figures to bench/results/NAME (or $OUT/NAME)")
+    parser.add_argument("--mixed", action="store_true", help="the mixed run: chat alone, then beside applies")
+    parser.add_argument("--chat-clients", type=int, default=8, help="--mixed: chat clients")
+    parser.add_argument("--apply-clients", type=int, default=8, help="--mixed: deterministic-apply clients")
+    parser.add_argument("--oversized-bytes", type=int, default=3_000_000, help="--mixed: the oversized apply's size")
+    parser.add_argument("--server-root", help="start the server from this source tree (e.g. an older commit, unpacked)")
+    parser.add_argument("--server-env", action="append", default=[], metavar="K=V", help="environment of the server")
     args = parser.parse_args(argv)
     mix = [k.strip() for k in args.mix.split(",") if k.strip()]
     if unknown := set(mix) - set(KINDS):
         parser.error(f"unknown kinds in --mix: {', '.join(sorted(unknown))}")
-    cases = sorted(load_dev(), key=lambda c: len(c["original"]))[:6]
+    cases = load_dev(limit=12) if args.mixed else sorted(load_dev(), key=lambda c: len(c["original"]))[:6]
 
     proc = None
     url = args.url
     if url is None:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        proc = start_server(args.model, port, args.max_num_seqs, args.max_model_len)
+        proc = start_server(args.model, port, args.max_num_seqs, args.max_model_len, args.server_root,
+                            dict(kv.split("=", 1) for kv in args.server_env))
+    pid = proc.pid if proc else None
     try:
         wait_healthy(url, proc)
-        run = asyncio.run(drive(url, args.clients, args.duration, mix, cases, args.max_tokens,
-                                proc.pid if proc else None, args.warmup))
+        if args.mixed:
+            run = asyncio.run(drive_mixed(url, args, cases, pid))
+        else:
+            run = asyncio.run(drive(url, args.clients, args.duration, mix, cases, args.max_tokens, pid, args.warmup))
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=30)
-    result = report(run, args, args.model)
+    result = report_mixed(run, args, args.model) if args.mixed else report(run, args, args.model)
     if args.json:
         print(f"wrote {save_json(args.json, result)}")
     return 0

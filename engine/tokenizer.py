@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from jinja2.exceptions import TemplateError
@@ -66,6 +66,22 @@ class Tokenizer:
         file applied to again): the last few such encodings are kept, so asking the tenth question
         about a document does not tokenize it a tenth time. Returns a fresh list."""
         return list(self._document_ids(text)) if len(text) >= 4096 else self.encode(text)
+
+    @cached_property
+    def max_token_bytes(self) -> int:
+        """The longest token spelling in UTF-8 bytes: no token covers more bytes of text than that.
+
+        Spellings over-count (byte-level BPE spells a space 'Ġ', 2 bytes; SentencePiece '▁', 3),
+        which only makes `min_tokens` a safer bound."""
+        return max(len(t.encode()) for t in self._plain.get_vocab(with_added_tokens=True))
+
+    def min_tokens(self, text: str) -> int:
+        """A lower bound of `len(encode(text))` without tokenizing (microseconds on megabytes).
+
+        Each token covers at most `max_token_bytes` bytes, hence at most that many characters. The
+        factor 2 covers normalizers that shrink text before the vocabulary sees it (NFC composes
+        a decomposed 'é', 3 bytes, into 2)."""
+        return len(text) // (2 * self.max_token_bytes)
 
     def decode(self, ids: list[int], skip_special: bool = True) -> str:
         return self._tok.decode(ids, skip_special_tokens=skip_special)

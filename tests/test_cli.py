@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.apply.errors import ApplyError
-from engine.apply.files import FileChangedError, read_source, write_atomic
+from engine.apply.files import FileChangedError, read_source, write_source
 from tests.apply.conftest import SHAPES_PY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +175,7 @@ def test_a_file_changed_during_the_apply_is_not_overwritten(tmp_path, target):
     source = read_source(str(target))
     target.write_text(SHAPES_PY + "# saved by the editor meanwhile\n")
     with pytest.raises(FileChangedError):
-        write_atomic(source, "new text\n")
+        write_source(source, "new text\n")
     assert target.read_text().endswith("# saved by the editor meanwhile\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shapes.py"]
 

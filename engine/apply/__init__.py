@@ -15,8 +15,8 @@ and `Problem`. README.md beside this file explains the merge and what it scores.
 
 The whole pipeline -- modes, the model path, the result every front end returns -- is
 `pipeline.apply_edit(engine, ApplyRequest(...)) -> ApplyResult` (pipeline.py; the model half in
-`model_path`, instruction targets in `targets`, file IO in `files`, the CLI command in `command`,
-the HTTP client in `client`). It is not imported here, so `engine.apply` stays light.
+`model_path`, instruction targets in `targets`, the cheap input limits it checks first in
+`limits`, file IO in `files`, the CLI command in `command`, the HTTP client in `client`). It is not imported here, so `engine.apply` stays light.
 """
 
 from engine.apply.diff import apply_unified_diff, unified_diff

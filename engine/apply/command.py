@@ -3,12 +3,15 @@
 Reads the file and the snippet (refusing binary, invalid UTF-8, empty input), runs `apply_edit`
 here -- loading the model only when the request needs it, after the context check -- or on a
 server (`--engine URL`), shows the diff (coloured on a terminal, exact text when piped) with a
-live progress line while the model writes, then a summary on stderr. `--write` replaces the file
-atomically (files.py), refusing when validation failed (unless `--force`) or the file changed on
-disk meanwhile. `--json` prints the `POST /v1/apply` response object instead of the diff.
+live progress line while the model writes, then a summary on stderr. `--write` writes the file as
+careful editors do (files.py: atomic rename keeping owner, group and mode; in place for hard
+links), refusing when validation failed (unless `--force`), when the file is read-only (checked
+before any work; `--force` does not override permissions), or when it changed on disk meanwhile.
+`--json` prints the `POST /v1/apply` response object instead of the diff. In model mode the file
+must fit the model's context, checked from the tokenizer before the merge or the model runs.
 
-Exit codes: 0 applied or previewed; 1 validation failed, or the write was refused; 2 bad input.
-On every failure the file is left as it was.
+Exit codes: 0 applied or previewed; 1 validation failed, or the write was refused or failed (a
+one-line reason); 2 bad input. On every failure the file is left as it was.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, EmptySnippetError
-from engine.apply.files import FileChangedError, decode_source, read_source, write_atomic
+from engine.apply.files import WriteError, check_writable, decode_source, read_source, write_source
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Progress, apply_edit, prepare
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -37,13 +41,15 @@ def run_apply(args, err: Console) -> int:
                            args.prompt_form, args.max_tokens)
         if snippet is None and not (args.instruction or "").strip():
             raise ApplyError("nothing to apply: give a SNIPPET file (or - for stdin), or --instruction")
+        if args.write:
+            check_writable(args.file)  # before any work: a read-only file is not written, forced or not
         result = _remote(args, req) if args.engine else _local(args, req, err)
     except (ApplyCancelled, KeyboardInterrupt):
         err.print("editapply: interrupted; nothing written", markup=False, highlight=False)
         return EXIT_INTERRUPTED
     except ValueError as exc:  # ApplyError, engine RequestError, bad configuration: bad input
         return _fail(err, exc, EXIT_BAD_INPUT)
-    except RuntimeError as exc:  # the engine or the server failed
+    except (RuntimeError, WriteError) as exc:  # the engine or the server failed; the file is read-only
         return _fail(err, exc, EXIT_FAILED)
     if args.json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -81,11 +87,8 @@ def _remote(args, req: ApplyRequest) -> ApplyResult:
     return remote_apply(args.engine, req)
 
 
-def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
-    plan = prepare(req)
-    if not plan.needs_model:
-        return apply_edit(None, req, plan=plan)
-    from engine.apply.model_path import build_job
+def _tokenizer(args):
+    """The engine config and the model's tokenizer (no weights loaded)."""
     from engine.config import EngineConfig
     from engine.loader import registry
     from engine.tokenizer import Tokenizer
@@ -95,8 +98,26 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
         folder = registry.resolve(cfg.model)
     except (RuntimeError, ValueError, OSError) as exc:  # not installed, not a model folder
         raise ApplyError(str(exc)) from None
-    # The context check needs only the tokenizer: a file too large fails before the model loads.
-    job = build_job(plan, Tokenizer(folder), cfg.max_model_len, req.prompt_form or DEFAULT_PROMPT_FORM,
+    return cfg, Tokenizer(folder)
+
+
+def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
+    # The context checks need only the tokenizer: a file too large fails before the model loads,
+    # and in model mode before the merge runs.
+    cfg = tokenizer = None
+    if req.mode == "model":
+        limits.check(req)  # sizes first: before torch and the tokenizer load
+        cfg, tokenizer = _tokenizer(args)
+        limits.check_context(req, tokenizer, cfg.max_model_len)
+    plan = prepare(req)
+    if not plan.needs_model:
+        return apply_edit(None, req, plan=plan)
+    from engine.apply.model_path import build_job
+
+    if tokenizer is None:  # mode auto, and the merge was not trusted
+        cfg, tokenizer = _tokenizer(args)
+        limits.check_context(req, tokenizer, cfg.max_model_len)
+    job = build_job(plan, tokenizer, cfg.max_model_len, req.prompt_form or DEFAULT_PROMPT_FORM,
                     req.max_tokens, req.use_prediction)
     err.print(f"{plan.reason}: the model writes the file", markup=False, highlight=False, soft_wrap=True, style="dim")
     with err.status(f"loading {os.path.basename(str(cfg.model).rstrip('/'))}"):
@@ -168,9 +189,10 @@ def _finish(args, err: Console, source, result: ApplyResult) -> int:
         say(f"{args.file} unchanged; nothing to write", "dim")
         return EXIT_OK
     try:
-        write_atomic(source, result.merged_code)
-    except FileChangedError as exc:
+        how = write_source(source, result.merged_code)
+    except WriteError as exc:
         say(f"editapply: {exc}", "bold red")
         return EXIT_FAILED
-    say(f"wrote {args.file}" + (" (forced past failed validation)" if not result.ok else ""), "green")
+    say(f"wrote {args.file}" + (" in place (hard links and owner kept)" if how == "in place" else "")
+        + (" (forced past failed validation)" if not result.ok else ""), "green")
     return EXIT_OK

@@ -22,6 +22,7 @@ from engine.apply.fences import excerpts
 from engine.apply.text import join_lines, line_matcher, split_lines
 
 NO_NEWLINE = "\\ No newline at end of file\n"
+_CONTROL = re.compile("[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]")  # C0, DEL, C1, line/paragraph separators
 _HUNK = re.compile(r"^@@\s*(?:-(\d+)(?:,(\d+))?)?\s*(?:\+(\d+)(?:,(\d+))?)?\s*@@(.*)$")
 
 
@@ -32,10 +33,25 @@ def _range(start: int, length: int) -> str:
     return f"{start if length == 0 else start + 1},{length}"
 
 
+def diff_label(path: str | None) -> str:
+    """`path` made safe for a diff header (`--- a/<label>`): '/'-separated, relative, no `.` or
+    `..` parts, control characters escaped (`\\x00`, `\\x0a`), so a client's path can neither
+    point the patch outside its tree nor break the header's line.
+
+    >>> diff_label("/../../etc/pass\\nwd")
+    'etc/pass\\\\x0awd'
+    """
+    parts = [p for p in (path or "").replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    label = "/".join(parts) or "file"
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}", label)
+
+
 def unified_diff(a: str, b: str, path: str = "file", context: int = 3) -> str:
-    """A verified unified diff from `a` to `b` ('' when they are equal)."""
+    """A verified unified diff from `a` to `b` ('' when they are equal); `path` goes through
+    `diff_label`."""
     if a == b:
         return ""
+    path = diff_label(path)
     la, lb = split_lines(a), split_lines(b)
     # Compare whole lines with their endings, so a changed line ending is a change.
     full_a = [x + e for x, e in zip(la.lines, la.eols)]

@@ -14,14 +14,29 @@ from dataclasses import dataclass
 class ApplyError(ValueError):
     """Base class of every bad-input error of the apply pipeline."""
 
+    def __reduce__(self):
+        # Subclasses build their message in __init__ from other arguments, so the default pickle
+        # (the class called on `args`) would garble it: a copy (the server's merge workers send
+        # errors across processes) is rebuilt from the message and the attributes instead.
+        return _rebuild, (type(self), str(self), dict(self.__dict__))
+
+
+def _rebuild(cls: type, message: str, attrs: dict) -> ApplyError:
+    exc = cls.__new__(cls)
+    ValueError.__init__(exc, message)
+    exc.__dict__.update(attrs)
+    return exc
+
 
 class SnippetError(ApplyError):
     """The update snippet cannot be used at all."""
 
 
 class EmptySnippetError(SnippetError):
-    def __init__(self) -> None:
-        super().__init__("the update snippet is empty (nothing but whitespace or an empty code fence)")
+    DEFAULT = "the update snippet is empty (nothing but whitespace or an empty code fence)"
+
+    def __init__(self, message: str = DEFAULT) -> None:
+        super().__init__(message)
 
 
 class MarkerOnlySnippetError(SnippetError):
@@ -83,6 +98,25 @@ class ContextTooLongError(ApplyError):
         self.prompt_tokens, self.max_tokens, self.limit = prompt_tokens, max_tokens, limit
         super().__init__(f"file too large for the model's context: the prompt is {prompt_tokens} tokens and the answer "
                          f"needs up to {max_tokens} more, over the {limit}-token context")
+
+
+class FileOverContextError(ContextTooLongError):
+    """The file alone has more tokens than the context: no prompt holding it can run."""
+
+    def __init__(self, tokens: int, limit: int, exact: bool) -> None:
+        self.prompt_tokens, self.max_tokens, self.limit = tokens, 0, limit
+        count = f"{tokens} tokens" if exact else f"at least {tokens} tokens"
+        ValueError.__init__(self, f"file too large for the model's context: the file alone is {count}, and the prompt "
+                                  f"holds it whole; the context is {limit} tokens (prompt + answer)")
+
+
+class InputTooLargeError(ApplyError):
+    """A text of the request is over a size limit of `limits.py`; refused before any work."""
+
+    def __init__(self, what: str, param: str, size: str, limit: str, variable: str) -> None:
+        self.param = param
+        super().__init__(f"{what} is {size}; the limit is {limit} ({variable}), which keeps the merge fast "
+                         "and is beyond any model context")
 
 
 class NeedsModelError(ApplyError):

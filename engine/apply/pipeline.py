@@ -33,10 +33,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from engine.apply import limits
 from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.diff import apply_unified_diff, unified_diff
 from engine.apply.errors import (
-    ApplyCancelled, ApplyError, BinaryFileError, DiffError, EmptySnippetError, NeedsModelError,
+    ApplyCancelled, ApplyError, BinaryFileError, DiffError, NeedsModelError,
     NoMatchError, Problem,
 )
 from engine.apply.languages import detect_language
@@ -180,14 +181,13 @@ def looks_like_diff(snippet: str) -> bool:
 
 def prepare(req: ApplyRequest) -> Plan:
     """Check the request and decide its path; no model needed. Raises ApplyError for bad input."""
+    limits.check(req)  # size bounds and an empty request: milliseconds, before any work
     try:
         language = detect_language(req.path, req.language)
     except ValueError as exc:
         raise ApplyError(str(exc)) from None
     original, snippet = req.initial_code, req.edit_snippet or ""
-    if not snippet.strip():
-        if not (req.instruction or "").strip():
-            raise EmptySnippetError()
+    if not snippet.strip():  # an instruction-only edit (limits.check refused a request with neither)
         if req.mode == "deterministic":
             raise NeedsModelError("an instruction without a snippet needs the model; mode 'deterministic' cannot serve it")
         region = find_region(original, req.instruction, language)

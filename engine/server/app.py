@@ -4,11 +4,15 @@ Routes, one module per group: `apply` (/v1/apply), `chat` (/v1/chat/completions)
 (/v1/rag), `system` (/health, /v1/models, /metrics). Middleware, outermost first:
 `RequestMetrics` (counts every response, errors included), `BearerAuth` (before anything is
 read), `BodyGuard` (size, content type, UTF-8). Errors are OpenAI-shaped everywhere (`errors.py`).
-The engine runs in its own thread (`EngineService`); handlers only await its streams, and CPU
-work (templating, tokenizing, merging) goes to the thread pool, so the event loop stays free.
+The engine runs in its own thread (`EngineService`); handlers only await its streams, merges run
+in worker processes (`workers.py`), and the rest of the CPU work (templating, tokenizing) in the
+thread pool, so neither the event loop nor the engine waits on them. The app's shutdown stops the
+merge workers; `close_app` does it for a server run without lifespan events (the tests').
 """
 
 from __future__ import annotations
+
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -19,14 +23,24 @@ from engine.server.limits import BodyGuard
 from engine.server.metrics import Metrics, RequestMetrics
 from engine.server.settings import ServerSettings
 from engine.server.state import ServerState
+from engine.server.workers import MergePool
+
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
     """The app serving `service` (an EngineService: the Engine protocol plus `load()` and `cfg`)."""
     settings = settings or ServerSettings.from_env()
-    app = FastAPI(title="editapply", version="0.1.0", strict_content_type=False,
+    merges = MergePool(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        merges.close()  # in uvicorn's graceful shutdown: it re-raises SIGTERM after, so no `finally` runs
+
+    app = FastAPI(title="editapply", version="0.1.0", strict_content_type=False, lifespan=lifespan,
                   description="Edit-apply backend: apply, OpenAI-compatible chat with predicted outputs, RAG.")
-    state = ServerState(service, settings, Metrics(service))
+    state = ServerState(service, settings, Metrics(service, merges), merges)
     app.state.editapply = state
     for module in (apply, chat, rag, system):
         app.include_router(module.router)
@@ -39,16 +53,29 @@ def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
     return app
 
 
+def close_app(app: FastAPI) -> None:
+    """Stop what the app started besides the engine (the merge workers)."""
+    app.state.editapply.merges.close()
+
+
 def _openapi(app: FastAPI, state: ServerState) -> dict:
-    """FastAPI's schema, plus the limits only known at run time (the largest max_tokens)."""
+    """FastAPI's schema, plus the limits only known at run time (the largest max_tokens).
+
+    FastAPI's schema models type every numeric bound as a float, so `seed < 2**63` came out as
+    `9.223372036854776e+18`: integer bounds are written back as integers (each one in schemas.py
+    is a float exactly, 2**63 too, so the value is unchanged; only its spelling)."""
     if app.openapi_schema is None:
         app.openapi_schema = get_openapi(title=app.title, version=app.version, description=app.description,
                                          routes=app.routes)
     schema = app.openapi_schema
     for model in schema.get("components", {}).get("schemas", {}).values():
         for name, prop in model.get("properties", {}).items():
-            if name in ("max_tokens", "max_completion_tokens"):
-                for option in prop.get("anyOf", [prop]):
-                    if option.get("type") == "integer":
-                        option["maximum"] = state.max_tokens_limit
+            for option in prop.get("anyOf", [prop]):
+                if option.get("type") != "integer":
+                    continue
+                for bound in BOUNDS:
+                    if isinstance(option.get(bound), float):
+                        option[bound] = int(option[bound])
+                if name in ("max_tokens", "max_completion_tokens"):
+                    option["maximum"] = state.max_tokens_limit
     return schema

@@ -6,11 +6,13 @@ The body is `ApplyRequest`'s fields plus `stream`; the answer is `ApplyResult.as
 path only; the raw output may be a region of the file and ends with the closing fence), then one
 `{"type": "result", ...}` event with the whole result, then `[DONE]`.
 
-The pipeline is synchronous, so `ApplyRun` plans the request (`prepare`, `build_job`: bad input
-and context limits fail here, before any stream starts) and then runs `apply_edit` in a worker
-thread; progress crosses to the event loop through a queue. A client that hangs up sets the
-pipeline's cancel event and cancels the engine request directly, so its KV is freed at the next
-engine step.
+The pipeline is synchronous, so `ApplyRun` plans the request before any stream starts: the
+cheap limits (`engine/apply/limits.py`: sizes, and in model mode a file the context cannot hold),
+then `prepare` in the merge pool (workers.py: a worker process; a request the model need not
+serve is answered there whole), then `build_job` (the exact context check). Bad input fails
+there. The model path then runs `apply_edit` in a thread; progress crosses to the event loop
+through a queue. A client that hangs up sets the pipeline's cancel event and cancels the engine
+request directly, so its KV is freed at the next engine step.
 """
 
 from __future__ import annotations
@@ -23,19 +25,24 @@ from contextlib import aclosing
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
 
-from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError
+from engine.apply import limits
+from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit, prepare
+from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
 from engine.engine import RequestError
 from engine.server.errors import APIError
 from engine.server.generation import SSEResponse, sse, watch_disconnect
-from engine.server.schemas import ERRORS, ApplyRequestBody
+from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
 from engine.server.state import ServerState, get_state, offload
+from engine.server.workers import plan_apply
 
 ROUTE = "/v1/apply"
 router = APIRouter()
 
 _DONE = object()  # end of the worker's progress
+STREAM_EVENTS = ('{"type": "delta", "text"} with the model\'s raw output as it is written (the model path only), then '
+                 '{"type": "result", merged_code, diff, validation, usage, stats}; an error after the stream started '
+                 'is {"type": "error", "error": {...}}')
 
 
 class _TrackedEngine:
@@ -67,22 +74,33 @@ class ApplyRun:
         self.disconnected = False
 
     async def prepare(self) -> None:
-        """Check the input and the context (raises APIError); no generation yet."""
+        """Check the input and the context (raises APIError); no generation yet. A request the
+        model need not serve is answered here (`result`)."""
         try:
-            self.plan = await offload(prepare, self.req)
-            if self.plan.needs_model:
-                self.state.check_capacity()
-                self.job = await offload(self._build_job)
+            limits.check(self.req)  # sizes: before a worker is asked (prepare checks again, for other callers)
+            if self.req.mode == "model":
+                await offload(limits.check_context, self.req, self.state.tokenizer, self.state.context_limit)
+            outcome = await self.state.merges.run(plan_apply, self.req)
+            if isinstance(outcome, ApplyResult):
+                self.result = outcome
+                return
+            self.plan = outcome
+            self.state.check_capacity()
+            self.job = await offload(self._build_job)
         except (ApplyError, RequestError) as exc:
             raise apply_error(exc) from None
 
     def _build_job(self):
+        limits.check_context(self.req, self.state.tokenizer, self.state.context_limit)
         return build_job(self.plan, self.state.tokenizer, self.state.context_limit,
                          self.req.prompt_form or DEFAULT_PROMPT_FORM, self.req.max_tokens, self.req.use_prediction,
                          default_cap=self.state.settings.max_tokens_limit or None)
 
     async def deltas(self) -> AsyncIterator[str]:
         """The model's output as it is written; `result` is set when this ends."""
+        if self.result is not None:  # served by the merge pool
+            self._record()
+            return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -148,6 +166,8 @@ def engine_stats(result: ApplyResult) -> dict:
 def apply_error(exc: Exception) -> APIError:
     if isinstance(exc, ContextTooLongError):
         return APIError(400, str(exc), code="context_length_exceeded", param="initial_code")
+    if isinstance(exc, InputTooLargeError):
+        return APIError(413, str(exc), code="input_too_large", param=exc.param)
     if isinstance(exc, RequestError):
         return APIError(400, str(exc), code=exc.code)
     name = type(exc).__name__.removesuffix("Error")
@@ -165,7 +185,7 @@ def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
         raise apply_error(exc) from None
 
 
-@router.post(ROUTE, responses=ERRORS, summary="Merge an edit snippet into a file")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS)}, summary="Merge an edit snippet into a file")
 async def apply(body: ApplyRequestBody, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)

@@ -1,7 +1,8 @@
 """`POST /v1/chat/completions`, OpenAI-compatible (non-streaming and SSE).
 
 Supported: messages (text content, or lists of text parts), model, temperature, top_p, top_k (an
-extension), max_tokens / max_completion_tokens, stop (the text is cut before the first stop
+extension), max_tokens / max_completion_tokens (default: `EDITAPPLY_DEFAULT_MAX_TOKENS`, 1024, at
+most the rest of the context), stop (the text is cut before the first stop
 string, as OpenAI does), seed, stream with stream_options.include_usage, and predicted outputs:
 `prediction: {type: "content", content}` is the lookup drafter's first source, and
 `usage.completion_tokens_details.{accepted,rejected}_prediction_tokens` count the draft tokens
@@ -30,11 +31,14 @@ from engine.sequence import Request
 from engine.server.apply import ApplyRun, apply_error, engine_stats
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage
-from engine.server.schemas import ERRORS, ChatCompletionRequest
+from engine.server.schemas import ERRORS, ChatCompletionRequest, streamed
 from engine.server.state import ServerState, get_state, offload
 
 ROUTE = "/v1/chat/completions"
 router = APIRouter()
+STREAM_EVENTS = ('OpenAI chat.completion.chunk objects: the role, content deltas, a last choice chunk with '
+                 'finish_reason and stats, and with stream_options.include_usage a chunk with usage and no choices; '
+                 'an error after the stream started is {"error": {...}}')
 
 APPLY_FORM = re.compile(
     r"^\s*(?:<instruction>(?P<instruction>.*?)</instruction>\s*)?"
@@ -53,7 +57,7 @@ def _prompt(tokenizer, messages: list[dict], prediction: str | None) -> tuple[li
     return ids, ({"prediction": tokenizer.encode(prediction)} if prediction else {})
 
 
-@router.post(ROUTE, responses=ERRORS, summary="OpenAI-compatible chat completion")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS)}, summary="OpenAI-compatible chat completion")
 async def chat_completions(body: ChatCompletionRequest, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
@@ -66,6 +70,9 @@ async def chat_completions(body: ChatCompletionRequest, http: HTTPRequest):
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": text_of(m.content)}
                 for m in body.messages]
     prediction = text_of(body.prediction.content) if body.prediction else None
+    state.check_prompt_size([m["content"] for m in messages], "messages")
+    if prediction:
+        state.check_prompt_size([prediction], "prediction")  # no answer could repeat it
     prompt_ids, sources = await offload(_prompt, state.tokenizer, messages, prediction)
     requested, param = _requested_tokens(body)
     stop = stops_of(body.stop)

@@ -12,6 +12,7 @@ Generation side, observed when a request finishes (`Metrics.observe_generation`)
 Engine state, read from `service.load()` at each scrape:
   editapply_queue_waiting, editapply_running, editapply_kv_blocks_total, editapply_kv_blocks_free,
   editapply_kv_usage_ratio, editapply_engine_steps_total.
+Merge pool, read from `merges.load()`: editapply_merge_workers, editapply_merges_in_flight.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 15, 16, 24, 32, 48, 64)
 
 
 class Metrics:
-    def __init__(self, service):
+    def __init__(self, service, merges):
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("editapply_http_requests", "HTTP requests by route, method and status",
@@ -42,7 +43,7 @@ class Metrics:
         self.per_step = Histogram("editapply_tokens_per_step", "Tokens committed per verify step (accepted drafts + 1)",
                                   buckets=STEP_BUCKETS, registry=r)
         self.finished = Counter("editapply_requests_finished", "Generations by how they ended", ["route", "reason"], registry=r)
-        r.register(EngineCollector(service))
+        r.register(EngineCollector(service, merges))
 
     def observe_generation(self, route: str, stats: dict, reason: str | None) -> None:
         """Record one finished (or abandoned) generation from its engine stats."""
@@ -66,11 +67,13 @@ class Metrics:
 class EngineCollector:
     """Gauges read from the engine at scrape time (no bookkeeping on the hot path)."""
 
-    def __init__(self, service):
+    def __init__(self, service, merges):
         self.service = service
+        self.merges = merges
 
     def collect(self):
         load = self.service.load()
+        merges = self.merges.load()
         total, free = load.get("kv_blocks_total", 0), load.get("kv_blocks_free", 0)
         for name, doc, value in (
             ("editapply_queue_waiting", "Requests waiting for the engine", load.get("waiting", 0)),
@@ -78,6 +81,8 @@ class EngineCollector:
             ("editapply_kv_blocks_total", "KV cache blocks", total),
             ("editapply_kv_blocks_free", "Free KV cache blocks", free),
             ("editapply_kv_usage_ratio", "Fraction of KV cache blocks in use", (total - free) / total if total else 0.0),
+            ("editapply_merge_workers", "Merge worker processes (0: merges run in threads)", merges["merge_workers"]),
+            ("editapply_merges_in_flight", "Merges running or waiting for a worker", merges["merges_in_flight"]),
         ):
             yield GaugeMetricFamily(name, doc, value=value)
         yield CounterMetricFamily("editapply_engine_steps", "Engine steps run", value=load.get("steps", 0))

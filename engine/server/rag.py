@@ -2,7 +2,7 @@
 
 Body: `{documents: [{id?, text}], question, stream?, max_tokens?, temperature?, top_p?, top_k?,
 seed?, stop?}` (temperature defaults to 0: answers that quote the documents are accepted in
-long runs). The request is `engine.rag.rag_request`'s: documents first in the prompt
+long runs; max_tokens to `EDITAPPLY_DEFAULT_MAX_TOKENS`, 1024, at most the rest of the context). The request is `engine.rag.rag_request`'s: documents first in the prompt
 (`prompts/rag_user.jinja`), so requests about the same documents share a prefix the KV cache
 reuses, and each document is a lookup source.
 
@@ -26,11 +26,14 @@ from engine.sampling import SamplingParams
 from engine.sequence import Request
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage
-from engine.server.schemas import ERRORS, RagRequest
+from engine.server.schemas import ERRORS, RagRequest, streamed
 from engine.server.state import get_state, offload
 
 ROUTE = "/v1/rag"
 router = APIRouter()
+STREAM_EVENTS = ('{"type": "delta", "text"} as the answer is written, then {"type": "result", id, object, created, '
+                 'model, finish_reason, usage, stats}; an error after the stream started is {"type": "error", '
+                 '"error": {...}}')
 
 
 def _request(tokenizer, body: RagRequest) -> Request:
@@ -42,10 +45,11 @@ def _request(tokenizer, body: RagRequest) -> Request:
                        else "documents") from None
 
 
-@router.post(ROUTE, responses=ERRORS, summary="Answer a question from documents")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS)}, summary="Answer a question from documents")
 async def rag(body: RagRequest, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
+    state.check_prompt_size([d.text for d in body.documents] + [body.question], "documents")
     request = await offload(_request, state.tokenizer, body)
     stop = stops_of(body.stop)
     request.params = SamplingParams(temperature=body.temperature or 0.0, top_p=1.0 if body.top_p is None else body.top_p,

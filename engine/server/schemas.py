@@ -3,7 +3,8 @@
 Models are strict (a number is not a string, a bool is not 0/1) and every bound the engine
 enforces is in the schema, so a request that passes validation can run. `max_tokens` has no
 maximum here: the app writes the server's limit into its OpenAPI schema (`app.py`). Unknown
-fields are ignored, as OpenAI's API does.
+fields are ignored, as OpenAI's API does. `streamed` documents the server-sent events a route
+answers with when `stream` is true.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ def _valid_unicode(value: str) -> str:
     return value
 
 
+def _no_control(value: str) -> str:
+    # A path is a label (language detection, diff headers): a NUL or a line break in it is an attack.
+    for i, c in enumerate(value):
+        if ord(c) < 0x20 or ord(c) == 0x7F:
+            raise ValueError(f"must not contain control characters: U+{ord(c):04X} at character {i}")
+    return value
+
+
 def _integral(value):
     # JSON Schema counts 2.0 as an integer; strict pydantic would not.
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -37,9 +46,14 @@ Text = Annotated[str, AfterValidator(_valid_unicode)]
 StopString = Annotated[str, StringConstraints(min_length=1, max_length=256), AfterValidator(_valid_unicode)]
 Question = Annotated[str, StringConstraints(min_length=1), AfterValidator(_valid_unicode)]
 DocumentId = Annotated[str, StringConstraints(max_length=256), AfterValidator(_valid_unicode)]
-PathText = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_valid_unicode)]
+PathText = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_valid_unicode), AfterValidator(_no_control),
+                     Field(json_schema_extra={"pattern": "^[^\\u0000-\\u001f\\u007f]*$"})]
 ModelName = Annotated[str, Field(max_length=512, description="The served model's name (GET /v1/models); optional")]
-MaxTokens = Annotated[integer(ge=1) | None, Field(description="Tokens to generate at most; default: the rest of the context")]
+MaxTokens = Annotated[integer(ge=1) | None, Field(
+    description="Tokens to generate at most; default: the server's default answer length (EDITAPPLY_DEFAULT_MAX_TOKENS, "
+                "1024), at most the rest of the context")]
+ApplyMaxTokens = Annotated[integer(ge=1) | None, Field(
+    description="Tokens the model may write at most; default: the expected file's size plus a margin")]
 
 
 class Body(BaseModel):
@@ -103,13 +117,15 @@ class ApplyRequestBody(Body):
                           "empty or absent with an instruction = rewrite by instruction")
     instruction: Text | None = Field(None, description="What the edit does, in words")
     language: str | None = Field(None, max_length=64, description="Language name; default: from `path`")
-    path: PathText | None = None
+    path: PathText | None = Field(None, description="The file's name: picks the language and labels the diff (no file is "
+                                                     "read or written; '..', leading '/' and control characters never "
+                                                     "reach the diff headers)")
     mode: Literal["auto", "deterministic", "model"] = Field(
         "auto", description="auto: the deterministic merge when it is certain, else the model")
     prompt_form: Literal["rewrite", "draft"] | None = None
     use_prediction: bool = Field(True, description="Draft from the predicted merge (false: from the file and snippet only)")
     stream: bool = False
-    max_tokens: MaxTokens = None
+    max_tokens: ApplyMaxTokens = None
 
 
 class Document(Body):
@@ -139,8 +155,16 @@ ERRORS = {status: {"model": ErrorBody, "description": what} for status, what in 
     (400, "Malformed JSON, invalid UTF-8, or a request over the context limit"),
     (401, "Missing or wrong API key"),
     (404, "Unknown model"),
-    (413, "Request body over the size limit"),
+    (413, "Request body over the size limit, or an apply input over the input limits"),
     (415, "Body is not JSON"),
     (422, "A field failed validation"),
-    (503, "Engine overloaded; retry after Retry-After seconds"),
+    (503, "Engine or merge pool full; retry after Retry-After seconds"),
 )}
+
+
+def streamed(events: str) -> dict:
+    """The 200 response of a route that streams when `stream` is true: JSON, or server-sent events."""
+    return {200: {"description": "The answer as JSON; with `stream: true`, server-sent events (`data: <json>` lines, "
+                                 f"then `data: [DONE]`): {events}",
+                  "content": {"application/json": {"schema": {"type": "object"}},
+                              "text/event-stream": {"schema": {"type": "string", "description": events}}}}}

@@ -1,4 +1,5 @@
-"""What every route needs: the engine service, the settings, the metrics, and the checks they share."""
+"""What every route needs: the engine service, the merge pool, the settings, the metrics, and the
+checks they share."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from engine.sequence import Request
 from engine.server.errors import APIError
 from engine.server.metrics import Metrics
 from engine.server.settings import ServerSettings, model_names
+from engine.server.workers import MergePool
 
 
 @dataclass
@@ -21,6 +23,7 @@ class ServerState:
     service: object  # engine.service.EngineService (or anything with its protocol)
     settings: ServerSettings
     metrics: Metrics
+    merges: MergePool
     created: int = field(default_factory=lambda: int(time.time()))
 
     @property
@@ -59,14 +62,24 @@ class ServerState:
             raise APIError(422, f"{param}: {requested} is over this server's limit of {self.max_tokens_limit} tokens",
                            param=param)
 
+    def check_prompt_size(self, texts: list[str], param: str) -> None:
+        """400 at once when `texts` (what a prompt will hold) surely have more tokens than the
+        context: a lower bound from their length, before anything is tokenized (a 3 MB message
+        is refused in microseconds, not after seconds of tokenizing)."""
+        low = sum(self.tokenizer.min_tokens(t) for t in texts)
+        if low + 1 > self.context_limit:
+            raise APIError(400, f"the prompt is at least {low} tokens; the model's context limit is {self.context_limit} "
+                                "tokens (prompt + output)", param=param, code="context_length_exceeded")
+
     def max_tokens(self, prompt_tokens: int, requested: int | None, param: str = "max_tokens") -> int:
-        """The max_tokens to run with; 400/422 when the request cannot fit the context."""
+        """The max_tokens to run with (without one asked for: `default_max_tokens`, at most the
+        rest of the context); 400/422 when the request cannot fit the context."""
         limit = self.context_limit
         if prompt_tokens + 1 > limit:
             raise APIError(400, f"the prompt is {prompt_tokens} tokens; the model's context limit is {limit} tokens "
                                 "(prompt + output)", param="messages", code="context_length_exceeded")
         if requested is None:
-            return min(self.max_tokens_limit, limit - prompt_tokens)
+            return min(self.settings.default_max_tokens or limit, self.max_tokens_limit, limit - prompt_tokens)
         self.check_tokens_limit(requested, param)
         if prompt_tokens + requested > limit:
             raise APIError(400, f"the prompt is {prompt_tokens} tokens and {param} asks for {requested} more: "
@@ -88,5 +101,5 @@ def get_state(request: HTTPRequest) -> ServerState:
 
 
 async def offload(fn, *args, **kwargs):
-    """Run CPU work (tokenizing, templating, merging) off the event loop."""
+    """Run CPU work (tokenizing, templating) off the event loop; merges go to `ServerState.merges`."""
     return await run_in_threadpool(fn, *args, **kwargs)

@@ -19,6 +19,7 @@ import uvicorn
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.server import ServerSettings, create_app
+from engine.server.app import close_app
 from engine.service import EngineService
 
 MODEL_ID = "smollm2-135m"
@@ -88,6 +89,7 @@ def live(ci_model_dir):
     port = free_port()
     with serve(app, port):
         yield LiveServer(f"http://127.0.0.1:{port}", app, service, settings)
+    close_app(app)
     service.shutdown()
 
 

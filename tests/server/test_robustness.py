@@ -1,0 +1,147 @@
+"""Issue 10 against the real server: oversized requests refused by the cheap limits while other
+requests are served, merges in worker processes with their own admission, a merge worker that
+dies, and the small items (empty request, exact seed bound, streams in the schema, default answer
+length, paths in diff headers). No test asserts on time: the timings are in bench/RESULTS.md
+("Robustness under load")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+import pytest
+
+from engine.server.workers import NICENESS
+from tests.server.test_errors import CHAT, HI, error_of
+
+BIG = 3_000_000
+SNIPPET = "def area(self):\n    return 2\n"
+HAIKU = [{"role": "user", "content": "Write a long poem about the sea."}]
+
+
+def big_code() -> str:
+    line = "def f(x):\n    return x + 1\n"
+    return (line * (BIG // len(line) + 1))[:BIG]
+
+
+@pytest.fixture
+def large_bodies(live):
+    with live.settings_changed(max_body_bytes=8 * 2**20):
+        yield
+
+
+def merge_workers() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.nice() == NICENESS]
+
+
+# ---- 1. an oversized request is refused by the cheap limits; the others are served -------------------
+
+@pytest.mark.parametrize("mode", ["auto", "deterministic", "model"])
+def test_a_3_mb_apply_is_refused_while_a_chat_request_is_served(live, large_bodies, mode):
+    body = {"initial_code": big_code(), "edit_snippet": SNIPPET, "path": "big.py", "mode": mode}
+    with live.client() as big, live.client() as small, ThreadPoolExecutor(2) as pool:
+        oversized = pool.submit(big.post, "/v1/apply", json=body)
+        chat = pool.submit(small.post, CHAT, json={"messages": HI, "max_tokens": 4})
+        r, c = oversized.result(), chat.result()
+    e = error_of(r, 413, "input_too_large")
+    assert e["param"] == "initial_code" and "3,000,000 bytes; the limit is 2,097,152 bytes" in e["message"]
+    assert c.status_code == 200 and c.json()["usage"]["completion_tokens"] <= 4
+
+
+def test_a_file_over_the_context_in_model_mode_is_refused_before_the_merge(client, large_bodies):
+    code = big_code()[:300_000]  # within the input limits, far over the 4096-token context
+    e = error_of(client.post("/v1/apply", json={"initial_code": code, "edit_snippet": SNIPPET, "mode": "model"}), 400,
+                 "context_length_exceeded")
+    assert e["param"] == "initial_code" and "the file alone is at least" in e["message"]
+
+
+def test_a_3_mb_chat_message_or_document_is_refused_before_tokenizing(client, large_bodies):
+    e = error_of(client.post(CHAT, json={"messages": [{"role": "user", "content": big_code()}]}), 400,
+                 "context_length_exceeded")
+    assert e["param"] == "messages" and "at least" in e["message"]
+    e = error_of(client.post("/v1/rag", json={"documents": [{"text": big_code()}], "question": "q"}), 400,
+                 "context_length_exceeded")
+    assert e["param"] == "documents"
+    e = error_of(client.post(CHAT, json={"messages": HI, "prediction": {"type": "content", "content": big_code()}}), 400,
+                 "context_length_exceeded")
+    assert e["param"] == "prediction"
+
+
+# ---- 2. merges run in worker processes, admitted apart from generation ------------------------------
+
+def test_merges_run_in_niced_worker_processes(client, live):
+    assert live.settings.merge_workers >= 1
+    r = client.post("/v1/apply", json={"initial_code": "x = 1\ny = 1\n", "edit_snippet": "x = 2\ny = 1\n",
+                                       "path": "a.py", "mode": "deterministic"})
+    assert r.status_code == 200 and r.json()["merged_code"] == "x = 2\ny = 1\n"
+    assert len(merge_workers()) == live.settings.merge_workers
+    assert "editapply_merge_workers 1.0" in client.get("/metrics").text
+
+
+def test_a_full_merge_pool_is_503_while_chat_is_served(client, live):
+    merges = live.app.state.editapply.merges
+    apply = {"initial_code": "x = 1\ny = 1\n", "edit_snippet": "x = 2\ny = 1\n", "path": "a.py", "mode": "deterministic"}
+    with live.settings_changed(merge_queue=0, retry_after_s=3):
+        with merges.slot():  # the only worker is busy
+            r = client.post("/v1/apply", json=apply)
+            e = error_of(r, 503, "overloaded")
+            assert r.headers["retry-after"] == "3" and "merge pool is full" in e["message"]
+            assert client.post(CHAT, json={"messages": HI, "max_tokens": 2}).status_code == 200
+        assert client.post("/v1/apply", json=apply).status_code == 200
+
+
+def test_a_killed_merge_worker_is_replaced(client, live):
+    apply = {"initial_code": "x = 1\ny = 1\n", "edit_snippet": "x = 2\ny = 1\n", "path": "a.py", "mode": "deterministic"}
+    assert client.post("/v1/apply", json=apply).status_code == 200
+    killed = merge_workers()
+    assert killed
+    for worker in killed:
+        os.kill(worker.pid, signal.SIGKILL)
+    r = client.post("/v1/apply", json=apply)
+    assert r.status_code == 200 and r.json()["merged_code"] == "x = 2\ny = 1\n"
+    assert {p.pid for p in merge_workers()}.isdisjoint(p.pid for p in killed)
+
+
+# ---- 6. the small items -------------------------------------------------------------------------------
+
+def test_a_request_with_neither_snippet_nor_instruction_says_what_to_give(client):
+    for extra in ({}, {"edit_snippet": "  \n"}, {"edit_snippet": "", "instruction": " "}):
+        e = error_of(client.post("/v1/apply", json={"initial_code": "x = 1\n", **extra}), 400, "empty_snippet")
+        assert "give edit_snippet or instruction" in e["message"]
+
+
+def test_the_schema_has_the_exact_seed_bound_and_the_streams(client):
+    text = client.get("/openapi.json").text
+    schema = json.loads(text)
+    seed = schema["components"]["schemas"]["ChatCompletionRequest"]["properties"]["seed"]["anyOf"][0]
+    assert seed == {"type": "integer", "minimum": 0, "exclusiveMaximum": 2**63}
+    assert '"exclusiveMaximum":9223372036854775808' in text.replace(" ", "")
+    for path in ("/v1/apply", "/v1/chat/completions", "/v1/rag"):
+        content = schema["paths"][path]["post"]["responses"]["200"]["content"]
+        assert set(content) == {"application/json", "text/event-stream"}
+        assert content["text/event-stream"]["schema"]["type"] == "string"
+
+
+def test_chat_and_rag_without_max_tokens_stop_at_the_default(client, live):
+    with live.settings_changed(default_max_tokens=3):
+        r = client.post(CHAT, json={"messages": HAIKU, "temperature": 0}).json()
+        assert r["usage"]["completion_tokens"] == 3 and r["choices"][0]["finish_reason"] == "length"
+        r = client.post("/v1/rag", json={"documents": [{"text": "The sea is blue."}], "question": "Describe the sea at length."}).json()
+        assert r["usage"]["completion_tokens"] == 3 and r["finish_reason"] == "length"
+        # A request may still ask for more than the default.
+        r = client.post(CHAT, json={"messages": HAIKU, "temperature": 0, "max_tokens": 5}).json()
+        assert r["usage"]["completion_tokens"] == 5
+
+
+def test_a_path_cannot_escape_the_diff_headers(client):
+    apply = {"initial_code": "x = 1\ny = 1\n", "edit_snippet": "x = 2\ny = 1\n", "mode": "deterministic"}
+    r = client.post("/v1/apply", json={**apply, "path": "../../../../etc/passwd.py"})
+    assert r.status_code == 200 and r.json()["diff"].startswith("--- a/etc/passwd.py\n+++ b/etc/passwd.py\n")
+    r = client.post("/v1/apply", json={**apply, "path": "/abs/./x.py"})
+    assert r.json()["diff"].startswith("--- a/abs/x.py\n")
+    for bad in ("a\0b.py", "a\nb.py", "a\x7f.py"):
+        e = error_of(client.post("/v1/apply", json={**apply, "path": bad}), 422, "invalid_value")
+        assert e["param"] == "path" and "control characters" in e["message"]
