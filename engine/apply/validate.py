@@ -228,23 +228,28 @@ def _sure_lines_changed(text: str, merge: MergeResult) -> list[Problem]:
 
 
 def _unexplained_changes(original: str, text: str, snippet: Snippet) -> list[Problem]:
-    """Diff hunks from `original` to `text` that the snippet does not account for: a deletion
-    must lie between two lines that are adjacent in one snippet segment (the snippet shows them
-    together), and a rewrite must produce lines of the snippet (compared without whitespace)."""
+    """Diff hunks from `original` to `text` that the snippet does not account for: lines removed
+    must lie between two lines adjacent in one snippet segment (the snippet shows them together)
+    or give way to lines the snippet adds, and lines written must be the snippet's (compared
+    without whitespace)."""
     ours = {normalize(line) for seg in snippet.segments for line in seg.lines if line.strip()}
     adjacent = {(normalize(a), normalize(b)) for seg in snippet.segments
                 for a, b in zip([l for l in seg.lines if l.strip()], [l for l in seg.lines if l.strip()][1:])}
     a, b = split_lines(original).lines, split_lines(text).lines
+    new = ours - {normalize(line) for line in a}  # the lines the snippet adds or changes
     for op, i1, i2, j1, j2 in line_matcher(a, b).get_opcodes():
+        if op == "equal":
+            continue
         removed = [line for line in a[i1:i2] if line.strip()]
         added = [normalize(line) for line in b[j1:j2] if line.strip()]
-        if op == "delete" and removed:
-            above = next((normalize(l) for l in reversed(b[:j1]) if l.strip()), None)
-            below = next((normalize(l) for l in b[j2:] if l.strip()), None)
-            if (above, below) not in adjacent:
-                return [Problem("unexplained_change", f"original lines {i1 + 1}-{i2} are deleted, but the snippet does "
-                                "not show the lines around them together", line=i1 + 1)]
-        elif op in ("replace", "insert") and any(line not in ours for line in added):
+        # Lines may go where the snippet shows their neighbours together, or where it puts
+        # lines of its own that the original lacks (a changed line replaces its old version).
+        above = next((normalize(l) for l in reversed(b[:j1]) if l.strip()), None)
+        below = next((normalize(l) for l in b[j2:] if l.strip()), None)
+        if removed and (above, below) not in adjacent and not any(line in new for line in added):
+            return [Problem("unexplained_change", f"original lines {i1 + 1}-{i2} are gone, but the snippet neither shows "
+                            "the lines around them together nor puts new lines there", line=i1 + 1)]
+        if op in ("replace", "insert") and any(line not in ours for line in added):
             first = next(line for line in added if line not in ours)
             return [Problem("unexplained_change", f"the result has lines the snippet does not (first: {first[:80]!r}) "
                             f"where the original has lines {i1 + 1}-{i2}", line=i1 + 1)]
