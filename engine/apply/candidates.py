@@ -38,6 +38,7 @@ class Candidate:
     weight: float  # line weights of the segment lines the anchors cover
     level: int
     reach: int = 0  # non-blank segment lines outside the anchors
+    drops: int = 0  # non-blank original lines in the span that no segment line matches
     bounds: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     @property
@@ -54,10 +55,13 @@ class Candidate:
         return abs((orig_to - orig_from) - (seg_to - seg_from))
 
     @property
-    def score(self) -> tuple[int, float]:
+    def score(self) -> tuple[int, float, int, float]:
         """Higher is better: anchors reaching the segment's edges (the longest prefix and suffix
-        that match), then anchor weight."""
-        return (-self.reach, round(self.weight, 3))
+        that match); then the weight of their significant lines; then fewer original code lines
+        dropped (of two readings that differ by a blank or a brace, the one that keeps the
+        second `return None` wins); then the whole anchor weight."""
+        significant = sum(w for b in {self.head, self.tail} for w in b.weights if w > TRIVIAL_WEIGHT)
+        return (-self.reach, round(significant, 3), -self.drops, round(self.weight, 3))
 
 
 def pair(head: Block, tail: Block) -> Candidate | None:
@@ -156,6 +160,7 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
         bounds = (c.head.seg_start, c.tail.seg_end, c.start, c.end)
         reach = sum(1 for i in nonblank if not bounds[0] <= i < bounds[1])
         c = replace(c, reach=reach, bounds=bounds)
+        c = replace(c, drops=dropped_lines(c, seg, index, code_only=True))
         if bounds not in best or c.score > best[bounds].score:
             best[bounds] = c
     return sorted(best.values(), key=lambda c: c.score, reverse=True)
@@ -167,8 +172,16 @@ def deleted_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> i
     Breaks ties between equally anchored candidates: deleting original code is the destructive
     reading of a snippet, so the candidate that keeps the most of the original wins.
     """
+    return dropped_lines(c, seg, index)
+
+
+def dropped_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_only: bool = False) -> int:
+    """Original lines in the candidate's span that no segment line matches (up to whitespace);
+    `code_only` leaves blank lines out."""
     seg_from, seg_to, orig_from, orig_to = c.bounds
     ours = [normalize(line) for line in seg[seg_from:seg_to]]
     theirs = index.normal[orig_from:orig_to]
-    matcher = line_matcher(theirs, ours)
-    return len(theirs) - sum(block.size for block in matcher.get_matching_blocks())
+    matched = set()
+    for a, _, size in line_matcher(theirs, ours).get_matching_blocks():
+        matched.update(range(a, a + size))
+    return sum(1 for p, line in enumerate(theirs) if p not in matched and (line or not code_only))
