@@ -11,6 +11,8 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from engine.loader.registry import DEFAULT_MODELS
+
 DRAFTERS = ("lookup", "ngram-earliest", "pld", "none")
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -19,7 +21,7 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
 
 @dataclass
 class EngineConfig:
-    model: str = "qwen2.5-coder-0.5b"
+    model: str = "auto"  # a preset name or an HF folder; auto = DEFAULT_MODELS by device
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16
     max_model_len: int = 16384  # prompt + output tokens of one sequence
@@ -46,6 +48,8 @@ class EngineConfig:
     seed: int = 0
 
     def __post_init__(self):
+        if self.model == "auto":
+            self.model = DEFAULT_MODELS["cuda" if self.torch_device.type == "cuda" else "cpu"]
         if self.drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
         if not 1 <= self.verify_tokens <= 64:
