@@ -198,3 +198,17 @@ def test_model_mode_with_the_ci_model(tmp_path, target, ci_model_dir):
     assert run.returncode == 1 and not body["validation"]["ok"] and "truncated" in body["validation"]["problems"][0]["name"]
     assert "refusing to write" in run.stderr.decode()
     assert_untouched(target)
+
+
+def test_an_edit_to_an_empty_file_of_no_known_language_is_never_a_silent_success(tmp_path, ci_model_dir):
+    """Issue 10, item 5, the real CLI with the CI model: `e.txt` is empty and of no known
+    language; the model's answer is written only if it holds the snippet's lines, else the
+    apply is refused (exit 1) and the file stays empty. Never exit 0 with nothing done."""
+    path = tmp_path / "e.txt"
+    path.write_text("")
+    run = editapply(str(path), snippet_file(tmp_path, "first line\nsecond line\n"), "--mode", "model",
+                    "--model", str(ci_model_dir), "--max-tokens", "32", "--write")
+    if run.returncode == 0:
+        assert "first line" in path.read_text() and "second line" in path.read_text()
+    else:
+        assert run.returncode == 1 and path.read_text() == "" and b"validation failed" in run.stderr

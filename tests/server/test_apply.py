@@ -97,3 +97,19 @@ def test_the_cli_remote_client_round_trips(live):
     assert result.merged_code == case["expected"] and result.ok and result.path == "deterministic"
     with pytest.raises(RemoteInputError, match="empty"):
         remote_apply(live.url, ApplyRequest(case["original"], "  ", path=case["path"]))
+
+
+@pytest.mark.parametrize("path", [None, "notes.txt"])
+def test_an_edit_to_an_empty_file_of_no_known_language_is_never_a_silent_success(live, path):
+    """Issue 10, item 5, against the real server with the CI model (model mode): whatever the
+    model writes, the answer is either a file holding the snippet's lines or a refusal -- never
+    'ok' with the edit dropped."""
+    extra = {"path": path} if path else {}
+    with live.client() as c:
+        r = c.post("/v1/apply", json={"initial_code": "", "edit_snippet": "first line\nsecond line\n", "mode": "model",
+                                      "max_tokens": 32, **extra})
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert result["stats"]["path"] == "model"
+    applied = "first line" in result["merged_code"] and "second line" in result["merged_code"]
+    assert applied or not result["validation"]["ok"]
