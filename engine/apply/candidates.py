@@ -8,8 +8,10 @@ inserted). With the blocks of the example in `anchor.py`, orig[1:5] = `b c d e` 
 Candidates are ranked by how far their anchors reach toward the segment's edges (the longest
 prefix and suffix that match, as in the dev set's own mechanical check), then by how many segment
 lines the anchors cover (weighted: a blank or a brace says little about position, a line equal
-only up to whitespace less than an exact one), see `Candidate.score`; `deleted_lines` breaks
-ties. Choosing among them, with the other segments' order, is `placement.py`'s job.
+only up to whitespace less than an exact one), and by how much original code they would drop
+(`dropped_lines`), see `Candidate.score`. A span whose anchors are too weak for what it deletes
+is no candidate (`_drops_unshown`). Choosing among them, with the other segments' order, is
+`placement.py`'s job.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ class Candidate:
     level: int
     reach: int = 0  # non-blank segment lines outside the anchors
     drops: int = 0  # non-blank original lines in the span that no segment line matches
-    bounds: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     @property
     def start(self) -> int:
@@ -48,6 +49,10 @@ class Candidate:
     @property
     def end(self) -> int:
         return self.tail.orig_end
+
+    @property
+    def bounds(self) -> tuple[int, int, int, int]:
+        return self.head.seg_start, self.tail.seg_end, self.start, self.end
 
     @property
     def deviation(self) -> int:
@@ -157,27 +162,17 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     nonblank = [i for i, line in enumerate(seg) if line.strip()]
     best: dict[tuple[int, int, int, int], Candidate] = {}
     for c in found:
-        bounds = (c.head.seg_start, c.tail.seg_end, c.start, c.end)
-        reach = sum(1 for i in nonblank if not bounds[0] <= i < bounds[1])
-        c = replace(c, reach=reach, bounds=bounds)
-        c = replace(c, drops=dropped_lines(c, seg, index, code_only=True))
-        if bounds not in best or c.score > best[bounds].score:
-            best[bounds] = c
+        reach = sum(1 for i in nonblank if not c.head.seg_start <= i < c.tail.seg_end)
+        c = replace(c, reach=reach, drops=dropped_lines(c, seg, index, code_only=True))
+        if c.bounds not in best or c.score > best[c.bounds].score:
+            best[c.bounds] = c
     return sorted(best.values(), key=lambda c: c.score, reverse=True)
-
-
-def deleted_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> int:
-    """Original lines inside the candidate's span that no segment line matches (up to whitespace).
-
-    Breaks ties between equally anchored candidates: deleting original code is the destructive
-    reading of a snippet, so the candidate that keeps the most of the original wins.
-    """
-    return dropped_lines(c, seg, index)
 
 
 def dropped_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_only: bool = False) -> int:
     """Original lines in the candidate's span that no segment line matches (up to whitespace);
-    `code_only` leaves blank lines out."""
+    `code_only` leaves blank lines out. Deleting original code is the destructive reading of a
+    snippet: of two readings otherwise equal, the one that keeps more of the original wins."""
     seg_from, seg_to, orig_from, orig_to = c.bounds
     ours = [normalize(line) for line in seg[seg_from:seg_to]]
     theirs = index.normal[orig_from:orig_to]

@@ -10,7 +10,6 @@ longer or shorter than the segment: a loose match must not swallow unrelated cod
 
 from __future__ import annotations
 
-from dataclasses import replace
 from difflib import SequenceMatcher
 
 from engine.apply.anchor import FUZZY, Block, OriginalIndex, definition, is_trivial, new_definitions
@@ -46,8 +45,6 @@ def fuzzy_candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: in
         for q, t in last_hits:
             head, tail = Block(first, p, (0.5,), FUZZY), Block(last, q, (0.5,), FUZZY)
             candidate = pair(head, tail)
-            if candidate:
-                candidate = replace(candidate, bounds=(first, last + 1, p, q + 1))
             if candidate and candidate.deviation <= max(2, (last - first + 1) // 2):
                 out.append((candidate, (r + t) / 2))
     return sorted(out, key=lambda ct: (ct[1], -ct[0].deviation), reverse=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.apply.anchor import EXACT, FUZZY, SPACE, Block, OriginalIndex, is_trivial, normalize
-from engine.apply.candidates import Candidate, candidates, deleted_lines
+from engine.apply.candidates import Candidate, candidates, dropped_lines
 from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Doubt
 from engine.apply.edges import (
     blank_boundaries, extend, final_blank_lines, head_edge, tail_edge, trim_blank_edges, whole_file,
@@ -75,7 +75,7 @@ def resolve(options: list[list[Candidate]], n: int, segs, index: OriginalIndex) 
     """Prune and fix decisive segments until nothing changes; one candidate left = placed.
 
     A segment is decisive when its best candidate scores strictly higher than the runner-up, or,
-    among equal scores, deletes strictly fewer original lines (`candidates.deleted_lines`), or
+    among equal scores, deletes strictly fewer original lines (`candidates.dropped_lines`), or
     else has strictly more unanchored edge lines that resemble their neighbours (`_best_fit`).
     """
     opts = [list(o) for o in options]
@@ -112,7 +112,7 @@ def _fewest_deleted(tied: list[Candidate], seg, index: OriginalIndex, cache: dic
         if len(measured) >= 2 and bound(c) > sorted(measured)[1][0]:
             break
         if c not in cache:
-            cache[c] = deleted_lines(c, seg, index)
+            cache[c] = dropped_lines(c, seg, index)
         measured.append((cache[c], n))
     measured.sort()
     return tied[measured[0][1]] if measured[0][0] < measured[1][0] else None
