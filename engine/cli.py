@@ -46,7 +46,7 @@ def cmd_models(args) -> int:
         table.add_column(col)
     for p in registry.PRESETS.values():
         mark = "yes" if registry.is_installed(p.name) else "no"
-        default = "".join(f" (default on {device})" for device, name in registry.DEFAULT_MODELS.items() if name == p.name)
+        default = " (default)" if p.name == registry.DEFAULT_MODEL else ""
         table.add_row(p.name + default, mark, f"{p.size / 1e6:.0f} MB", p.description)
     Console().print(table)
     print("Any local HF folder (config.json, *.safetensors, tokenizer.json) of the llama, mistral, "

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from engine.loader.registry import DEFAULT_MODELS
+from engine.loader.registry import DEFAULT_MODEL
 
 DRAFTERS = ("lookup", "ngram-earliest", "pld", "none")
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
@@ -21,7 +21,7 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
 
 @dataclass
 class EngineConfig:
-    model: str = "auto"  # a preset name or an HF folder; auto = DEFAULT_MODELS by device
+    model: str = DEFAULT_MODEL  # a preset name or an HF folder
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16
     max_model_len: int = 16384  # prompt + output tokens of one sequence
@@ -48,8 +48,6 @@ class EngineConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.model == "auto":
-            self.model = DEFAULT_MODELS["cuda" if self.torch_device.type == "cuda" else "cpu"]
         if self.drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
         if not 1 <= self.verify_tokens <= 64:
