@@ -17,8 +17,8 @@ from bench.common import header, load_dev, save_json, table
 from bench.spec_decode import build_cases
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 
 MODES = {"plain": ("none", 1), "lookup K=16 +prediction": ("lookup", 16)}
 

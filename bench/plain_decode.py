@@ -17,8 +17,8 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.loader.hf_folder import load_model
 from engine.loader.registry import resolve
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 from engine.tokenizer import Tokenizer
 
 PROMPT = [{"role": "user", "content": "Write a Python function that parses an ISO 8601 date string "

@@ -25,8 +25,8 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import kv_bytes_per_token
 from engine.rag import rag_request
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 from engine.spec.drafters import make_drafter
 
 KV_FORMATS = ("auto", "fp8", "int8", "int4")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import tempfile
 import time
@@ -26,8 +25,8 @@ from bench.common import BENCH, header, histogram_text, load_dev, save_json, tab
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.loader.registry import resolve
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 from prompts.apply import build_apply_prompt
 
 OURS = {  # name -> (drafter, K, use the deterministic merge as predicted output)

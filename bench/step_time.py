@@ -64,8 +64,8 @@ def time_fn(fn, reps: int) -> float:
 
 
 def engine_step_ms(engine, context: int, k: int, reps: int) -> float:
-    from engine.sampling import SamplingParams
-    from engine.sequence import Request
+    from engine.types import SamplingParams
+    from engine.types import Request
 
     g = torch.Generator().manual_seed(context)
     prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
@@ -105,8 +105,8 @@ def check_graphs_match_eager(folder: Path, device: str) -> dict:
     """Greedy outputs with CUDA graphs == eager, for plain decode and lookup verify blocks."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
-    from engine.sampling import SamplingParams
-    from engine.sequence import Request
+    from engine.types import SamplingParams
+    from engine.types import Request
 
     results = {}
     prompt = torch.randint(0, 1000, (300,), generator=torch.Generator().manual_seed(7)).tolist()

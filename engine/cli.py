@@ -77,19 +77,21 @@ def cmd_pull(args) -> int:
 
 def cmd_generate(args) -> int:
     from engine.config import EngineConfig
-    from engine.engine import LLMEngine
-    from engine.sampling import SamplingParams
-    from engine.sequence import Request
+    from engine.service import open_service
+    from engine.types import Request, SamplingParams
 
-    engine = LLMEngine(EngineConfig.from_env(model=args.model, drafter=args.drafter))
+    engine = open_service(EngineConfig.from_env(model=args.model, drafter=args.drafter))
     prompt = args.prompt if args.prompt != "-" else sys.stdin.read()
     ids = engine.tokenizer.encode_chat([{"role": "user", "content": prompt}]) if not args.raw else engine.tokenizer.encode(prompt, add_special=True)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed)
     stats = {}
-    for event in engine.generate(Request(ids, params)):
-        sys.stdout.write(event.text)
-        sys.stdout.flush()
-        stats = event.stats
+    try:
+        for event in engine.generate(Request(ids, params)):
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+            stats = event.stats
+    finally:
+        engine.shutdown()
     sys.stdout.write("\n")
     if args.stats:
         console.print_json(json.dumps(stats))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
 from typing import Iterator
 
 import torch
@@ -21,32 +20,12 @@ from engine.config import EngineConfig
 from engine.runner import ModelRunner
 from engine.scheduler import Scheduler
 from engine.sampling import position_noise, target_probs
-from engine.sequence import Request, Sequence, Status
+from engine.sequence import Sequence, Status
 from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, make_drafter
 from engine.spec.verify import parse_output, verify_coupled, verify_greedy, verify_sampled
 from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 from engine.tokenizer import IncrementalDecoder
-
-
-class RequestError(ValueError):
-    """A request the engine cannot serve as given (too long, empty prompt, ...). `code` says which
-    kind, in the HTTP API's words: `context_length_exceeded` or `invalid_request`."""
-
-    def __init__(self, message: str, code: str = "invalid_request"):
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass
-class Event:
-    """One increment of a request's stream."""
-
-    seq_id: str
-    token_ids: list[int]
-    text: str
-    finished: bool
-    finish_reason: str | None
-    stats: dict
+from engine.types import Event, Request, RequestError
 
 
 class EventCursor:

@@ -6,8 +6,8 @@ documents' KV blocks are shared between questions by prefix caching.
 
 from __future__ import annotations
 
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 from prompts.rag import rag_messages
 
 

@@ -1,4 +1,4 @@
-"""Sampling parameters and the target distribution: temperature, then top-k, then top-p.
+"""The target distribution of `SamplingParams` (engine/types.py): temperature, then top-k, then top-p.
 
 `target_probs` turns logits into the truncated distribution that both plain sampling and
 speculative verification draw from, without sorting the whole vocabulary:
@@ -25,45 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
+from engine.types import SamplingParams
+
 TOP_P_CAPS = (256, 4096)  # probabilities tried by torch.topk, in turn, before the top-p bisection
-
-
-@dataclass
-class SamplingParams:
-    temperature: float = 0.0  # 0 = greedy (top_k and top_p are then ignored)
-    top_k: int = 0  # 0 = off
-    top_p: float = 1.0  # 1.0 = off
-    seed: int | None = None  # None = a fresh seed per request
-    max_tokens: int = 4096
-    stop: tuple[str, ...] = ()  # stop strings; a single str is accepted and wrapped
-    ignore_eos: bool = False
-
-    def __post_init__(self):
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
-            raise TypeError(f"temperature must be a number, got {self.temperature!r}")
-        if not (math.isfinite(self.temperature) and self.temperature >= 0):
-            raise ValueError(f"temperature must be finite and >= 0 (0 = greedy), got {self.temperature}")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k must be an int >= 0 (0 = off), got {self.top_k!r}")
-        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
-                                      or not 0 <= self.seed < 2**63):
-            raise ValueError(f"seed must be None or an int in [0, 2**63), got {self.seed!r}")
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be an int >= 1, got {self.max_tokens!r}")
-        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
-        if not all(isinstance(s, str) and s for s in stop):
-            raise ValueError(f"stop must be non-empty strings, got {self.stop!r}")
-        self.stop = stop
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
 
 
 def target_probs(logits: torch.Tensor, params: SamplingParams | Sequence[SamplingParams]) -> torch.Tensor:

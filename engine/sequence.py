@@ -9,27 +9,13 @@ from enum import Enum
 
 import torch
 
-from engine.sampling import SamplingParams
+from engine.types import Request
 
 
 class Status(Enum):
     WAITING = "waiting"
     RUNNING = "running"
     FINISHED = "finished"
-
-
-@dataclass
-class Request:
-    """What a caller submits: a tokenized prompt plus how to generate and where drafts come from."""
-
-    prompt_ids: list[int]
-    params: SamplingParams = field(default_factory=SamplingParams)
-    # Lookup sources in priority order, e.g. {"prediction": [...], "original": [...], "snippet": [...]}.
-    # The prompt itself is always a source of the lookup drafter.
-    sources: dict[str, list[int]] = field(default_factory=dict)
-    verify_tokens: int | None = None  # per-request K; None = the engine's
-    drafter: str | None = None  # per-request drafter kind; None = the engine's
-    request_id: str | None = None
 
 
 @dataclass

@@ -4,7 +4,10 @@
 iterator) of `Event`s ending with one whose `finished` is true, and `cancel(handle)` at any time
 (the request's KV blocks are freed at the engine's next step). The HTTP server, the CLI and the
 language server call this; `LLMEngine` does the stepping, one step for all running requests
-(continuous batching).
+(continuous batching). They get one from `open_service(config)`, and a model's tokenizer alone
+(to check a prompt's length before any weights load) from `tokenizer_for(config)`; what they
+submit and read back are the torch-free types of `engine/types.py`. They never build an
+`LLMEngine` or look up the model registry themselves: a second backend implements `Engine`.
 """
 
 from __future__ import annotations
@@ -17,14 +20,21 @@ import traceback
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Iterator, Protocol
 
-from engine.engine import Event, EventCursor, LLMEngine
-from engine.sequence import Request, Sequence
+from engine.config import EngineConfig
+from engine.engine import EventCursor, LLMEngine
+from engine.loader import registry
+from engine.tokenizer import Tokenizer
+from engine.types import Event
+from engine.sequence import Sequence
+from engine.types import Request
 
 
 class Engine(Protocol):
-    """What front ends need from an engine, whichever backend is behind it."""
+    """What front ends need from an engine, whichever backend is behind it: the model's tokenizer,
+    its config (`max_model_len` at least), and the request stream."""
 
     tokenizer: object
+    cfg: object
 
     def submit(self, request: Request) -> "Handle": ...
     def stream(self, handle: "Handle") -> Iterator[Event]: ...
@@ -201,3 +211,15 @@ class EngineService:
                 h.done = True
                 del self._live[key]
             h._emit(event)
+
+
+def open_service(cfg: EngineConfig) -> EngineService:
+    """The engine `cfg` describes, loaded and stepping in its service thread. Raises what
+    loading raises: `RuntimeError` (not installed), `OSError`, `ValueError` (a bad folder or
+    config)."""
+    return EngineService(LLMEngine(cfg))
+
+
+def tokenizer_for(cfg: EngineConfig) -> Tokenizer:
+    """The tokenizer of `cfg`'s model, without its weights (seconds less than loading them)."""
+    return Tokenizer(registry.resolve(cfg.model))

@@ -9,8 +9,8 @@ from engine.block_manager import BlockManager, OutOfBlocksError
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import make_layer_kv
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 
 # ---- block manager, no model ---------------------------------------------------------------
 

@@ -5,9 +5,10 @@ import asyncio
 import pytest
 
 from engine.config import EngineConfig
-from engine.engine import LLMEngine, RequestError
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.engine import LLMEngine
+from engine.types import RequestError
+from engine.types import SamplingParams
+from engine.types import Request
 from engine.service import EngineService
 
 

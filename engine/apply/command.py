@@ -90,15 +90,13 @@ def _remote(args, req: ApplyRequest) -> ApplyResult:
 def _tokenizer(args):
     """The engine config and the model's tokenizer (no weights loaded)."""
     from engine.config import EngineConfig
-    from engine.loader import registry
-    from engine.tokenizer import Tokenizer
+    from engine.service import tokenizer_for
 
     cfg = EngineConfig.from_env(model=args.model)
     try:
-        folder = registry.resolve(cfg.model)
+        return cfg, tokenizer_for(cfg)
     except (RuntimeError, ValueError, OSError) as exc:  # not installed, not a model folder
         raise ApplyError(str(exc)) from None
-    return cfg, Tokenizer(folder)
 
 
 def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
@@ -121,10 +119,9 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
                     req.max_tokens, req.use_prediction)
     err.print(f"{plan.reason}: the model writes the file", markup=False, highlight=False, soft_wrap=True, style="dim")
     with err.status(f"loading {os.path.basename(str(cfg.model).rstrip('/'))}"):
-        from engine.engine import LLMEngine
-        from engine.service import EngineService
+        from engine.service import open_service
 
-        engine = EngineService(LLMEngine(cfg))
+        engine = open_service(cfg)
     try:
         first = Text(f"prefilling {job.prompt_tokens} prompt tokens ...", style="dim")
         with Live(first, console=err, transient=True, refresh_per_second=8) as live:

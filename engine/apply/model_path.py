@@ -26,6 +26,7 @@ from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.errors import ContextTooLongError
 from engine.apply.languages import language_spec
 from engine.apply.text import CRLF, join_lines, line_matcher, split_lines
+from engine.types import Request, SamplingParams
 from prompts.apply import ApplyPrompt, build_apply_prompt, build_instruction_prompt
 
 CLOSE_SLACK = 8  # tokens past the expected answer: closing fence and end of turn
@@ -57,7 +58,7 @@ class ModelJob:
     """An engine request and what is needed to turn its answer back into the file."""
 
     prompt: ApplyPrompt
-    request: object  # engine.sequence.Request (imported lazily: the deterministic path needs no torch)
+    request: Request
     prompt_tokens: int
     max_tokens: int
     head: str  # LF text of the file before the rewritten part ('' unless a region is rewritten)
@@ -74,10 +75,6 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
               use_prediction: bool = True, default_cap: int | None = None) -> ModelJob:
     """The engine request for `plan`; raises ContextTooLongError when it cannot fit. Without
     `max_tokens`, the expected size plus a margin, at most `default_cap` (a server's limit)."""
-    # Imported here: the deterministic path (and bad-input exits) need not load torch.
-    from engine.sampling import SamplingParams
-    from engine.sequence import Request
-
     req = plan.request
     original = lf(req.initial_code)
     head = tail = ""

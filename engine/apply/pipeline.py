@@ -230,8 +230,7 @@ def _choose(mode: str, trusted: bool, why: str) -> tuple[str, str]:
 
 def apply_edit(engine, req: ApplyRequest, on_progress: Callable[[Progress], None] | None = None,
                cancel_event=None, *, plan: Plan | None = None, job: ModelJob | None = None) -> ApplyResult:
-    """Apply `req`; `engine` (the Engine protocol, or an LLMEngine) may be None when no model is
-    wanted. `on_progress` sees every stream increment; `cancel_event.is_set()` (e.g. a
+    """Apply `req`; `engine` (the `service.Engine` protocol) may be None when no model is wanted. `on_progress` sees every stream increment; `cancel_event.is_set()` (e.g. a
     `threading.Event`) cancels the generation and raises `ApplyCancelled`."""
     stream = iter_apply(engine, req, plan=plan, job=job)
     try:
@@ -268,7 +267,7 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
     stats: dict = {}
     finish_reason = None
     started = time.perf_counter()  # a caller may have loaded the model since `prepare`
-    events = _events(engine, job.request)
+    events = engine.stream(engine.submit(job.request))
     try:
         for event in events:
             tokens.extend(event.token_ids)
@@ -288,14 +287,6 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
         result.validation = Validation.of([*result.validation.problems, Problem(
             "merge_not_trusted", f"the deterministic merge was not used either: {plan.reason}", "warning")])
     yield result
-
-
-def _events(engine, request):
-    """The request's event stream from an Engine (submit/stream) or a bare LLMEngine (generate)."""
-    if hasattr(engine, "submit"):
-        yield from engine.stream(engine.submit(request))
-    else:
-        yield from engine.generate(request)
 
 
 def _deterministic_result(plan: Plan, note: Problem | None = None) -> ApplyResult:

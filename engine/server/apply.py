@@ -29,7 +29,7 @@ from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
-from engine.engine import RequestError
+from engine.types import RequestError
 from engine.server.errors import APIError
 from engine.server.generation import SSEResponse, sse, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed

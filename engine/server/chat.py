@@ -26,8 +26,8 @@ from jinja2.exceptions import TemplateError
 
 from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 from engine.server.apply import ApplyRun, apply_error, engine_stats
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage

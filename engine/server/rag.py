@@ -22,8 +22,8 @@ from fastapi import Request as HTTPRequest
 from jinja2.exceptions import TemplateError
 
 from engine.rag import rag_request
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage
 from engine.server.schemas import ERRORS, RagRequest, streamed

@@ -13,10 +13,9 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
     import uvicorn
 
     from engine.config import EngineConfig
-    from engine.engine import LLMEngine
     from engine.server.app import create_app
     from engine.server.settings import ServerSettings
-    from engine.service import EngineService
+    from engine.service import open_service
 
     if not 0 <= port <= 65535:
         return _fail(f"--port must be in [0, 65535], got {port}")
@@ -29,10 +28,9 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
         print(f"editapply: warning: serving on {host} without an API key; anyone who can reach it can use it "
               "(set --api-key or EDITAPPLY_API_KEY)", file=sys.stderr)
     try:
-        engine = LLMEngine(cfg)
+        service = open_service(cfg)
     except (RuntimeError, OSError, ValueError) as exc:  # not installed, bad folder, checksum, bad config
         return _fail(f"cannot load the model: {exc}")
-    service = EngineService(engine)
     app = create_app(service, settings)
     auth = "bearer token required" if settings.api_key else "no authentication"
     print(f"editapply: serving {app.state.editapply.model_id} on http://{host}:{port} ({auth}; "

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from fastapi import Request as HTTPRequest
 from starlette.concurrency import run_in_threadpool
 
-from engine.engine import RequestError
-from engine.sequence import Request
+from engine.types import RequestError
+from engine.types import Request
 from engine.server.errors import APIError
 from engine.server.metrics import Metrics
 from engine.server.settings import ServerSettings, model_names

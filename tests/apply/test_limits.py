@@ -32,7 +32,7 @@ def test_a_text_over_the_limits_is_refused_by_prepare(field, unit):
     small = limits.Limits(max_bytes=1000, max_lines=10)
     text = "x = 1\n" * (11 if unit == "lines" else 200)
     req = ApplyRequest(**{"initial_code": "x = 1\n", "edit_snippet": "x = 2\n", field: text})
-    with pytest.raises(InputTooLargeError, match=f"the limit is 1,000 bytes|the limit is 10 lines") as info:
+    with pytest.raises(InputTooLargeError, match="the limit is 1,000 bytes|the limit is 10 lines") as info:
         limits.check(req, small)
     assert info.value.param == field
 

@@ -23,7 +23,8 @@ from engine.apply.model_path import build_job, restore_endings, uncertain_window
 from engine.apply.pipeline import ApplyRequest, ApplyResult, Progress, apply_edit, iter_apply, prepare
 from engine.apply.targets import find_region
 from engine.config import EngineConfig
-from engine.engine import Event, LLMEngine
+from engine.engine import LLMEngine
+from engine.types import Event
 from engine.service import EngineService
 from engine.tokenizer import Tokenizer
 from prompts.apply import build_apply_prompt, fence_for, parse_answer

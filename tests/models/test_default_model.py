@@ -5,8 +5,8 @@ import pytest
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.loader import registry
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 
 
 @pytest.mark.slow

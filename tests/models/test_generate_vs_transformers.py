@@ -6,8 +6,8 @@ import torch
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.loader import registry
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # transformers needs it to read GGUF files

@@ -10,8 +10,8 @@ import torch
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.sampling import SamplingParams
-from engine.sequence import Request
+from engine.types import SamplingParams
+from engine.types import Request
 from prompts.apply import build_apply_prompt
 
 transformers = pytest.importorskip("transformers")

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from engine.sampling import (
-    SamplingParams,
     apply_top_k,
     apply_top_p,
     sample,
     target_probs,
     top_p_threshold,
 )
+from engine.types import SamplingParams
 
 
 def ref_top_k(logits, k):

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from engine.sampling import SamplingParams, sample, target_probs
+from engine.sampling import sample, target_probs
+from engine.types import SamplingParams
 from engine.spec import verify
 from engine.spec.drafters import make_drafter
 from engine.spec.verify import PADDING, pad_drafts, parse_output, verify_greedy, verify_sampled
