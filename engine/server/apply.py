@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
@@ -31,7 +30,7 @@ from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
 from engine.types import RequestError
 from engine.server.errors import APIError
-from engine.server.generation import SSEResponse, sse, watch_disconnect
+from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
 from engine.server.state import ServerState, get_state, offload
 from engine.server.workers import plan_apply
@@ -197,14 +196,7 @@ async def apply(body: ApplyRequestBody, http: HTTPRequest):
     return SSEResponse(_events(run))
 
 
-async def _events(run: ApplyRun):
-    try:
-        async with aclosing(run.deltas()) as deltas:
-            async for text in deltas:
-                yield sse({"type": "delta", "text": text})
-    except APIError as exc:
-        yield sse({"type": "error", **exc.body()})
-    else:
-        if run.result is not None:
-            yield sse({"type": "result", **run.result.as_dict()})
-    yield sse("[DONE]")
+def _events(run: ApplyRun):
+    return sse_events(run.deltas(), lambda text: {"type": "delta", "text": text},
+                      lambda: [{"type": "result", **run.result.as_dict()}] if run.result is not None else [],
+                      lambda exc: {"type": "error", **exc.body()})

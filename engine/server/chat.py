@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from contextlib import aclosing
 
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
@@ -26,11 +25,10 @@ from jinja2.exceptions import TemplateError
 
 from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
-from engine.types import SamplingParams
-from engine.types import Request
+from engine.types import Request, SamplingParams
 from engine.server.apply import ApplyRun, apply_error, engine_stats
 from engine.server.errors import APIError
-from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage
+from engine.server.generation import Generation, SSEResponse, public_stats, sse_events, stops_of, usage
 from engine.server.schemas import ERRORS, ChatCompletionRequest, streamed
 from engine.server.state import ServerState, get_state, offload
 
@@ -117,19 +115,13 @@ class Reply:
                 "system_fingerprint": None, "choices": [], "usage": usage}
 
 
-async def _stream(reply: Reply, gen: Generation, include_usage: bool):
-    yield sse(reply.chunk({"role": "assistant", "content": ""}))
-    try:
-        async with aclosing(gen.deltas()) as deltas:
-            async for text in deltas:
-                yield sse(reply.chunk({"content": text}))
-    except APIError as exc:
-        yield sse(exc.body())
-        return
-    yield sse(reply.chunk({}, gen.openai_finish_reason, stats=public_stats(gen.stats)))
-    if include_usage:
-        yield sse(reply.usage_chunk(usage(gen.stats)))
-    yield sse("[DONE]")
+def _stream(reply: Reply, gen: Generation, include_usage: bool):
+    def end() -> list[dict]:
+        final = [reply.chunk({}, gen.openai_finish_reason, stats=public_stats(gen.stats))]
+        return final + ([reply.usage_chunk(usage(gen.stats))] if include_usage else [])
+
+    return sse_events(gen.deltas(), lambda text: reply.chunk({"content": text}), end, APIError.body,
+                      start=(reply.chunk({"role": "assistant", "content": ""}),), done_after_error=False)
 
 
 def _requested_tokens(body: ChatCompletionRequest) -> tuple[int | None, str]:
@@ -160,19 +152,14 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     return reply.completion(result.merged_code, "stop", usage(engine_stats(result)), result.stats)
 
 
-async def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
-    yield sse(reply.chunk({"role": "assistant", "content": ""}))
-    try:
-        async with aclosing(run.deltas()) as deltas:
-            async for _ in deltas:
-                pass
-    except APIError as exc:
-        yield sse(exc.body())
-        return
-    if run.result is None:
-        return
-    yield sse(reply.chunk({"content": run.result.merged_code}))
-    yield sse(reply.chunk({}, "stop", stats=run.result.stats))
-    if include_usage:
-        yield sse(reply.usage_chunk(usage(engine_stats(run.result))))
-    yield sse("[DONE]")
+def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
+    """The merged file as one content chunk once it is known (the model's raw answer may be a
+    region of the file)."""
+    def end() -> list[dict] | None:
+        if run.result is None:
+            return None  # the client left
+        final = [reply.chunk({"content": run.result.merged_code}), reply.chunk({}, "stop", stats=run.result.stats)]
+        return final + ([reply.usage_chunk(usage(engine_stats(run.result)))] if include_usage else [])
+
+    return sse_events(run.deltas(), lambda text: None, end, APIError.body,
+                      start=(reply.chunk({"role": "assistant", "content": ""}),), done_after_error=False)

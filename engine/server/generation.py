@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 
 from fastapi import Request as HTTPRequest
 from starlette.responses import StreamingResponse
@@ -164,6 +165,34 @@ def public_stats(stats: dict) -> dict:
 def sse(payload: dict | str) -> str:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return f"data: {data}\n\n"
+
+
+async def sse_events(deltas: AsyncIterator[str], on_delta: Callable[[str], dict | None],
+                     on_end: Callable[[], list[dict] | None], on_error: Callable[[APIError], dict],
+                     start: tuple[dict, ...] = (), done_after_error: bool = True) -> AsyncIterator[str]:
+    """The one SSE loop of every streamed route: `start` events, then an event per text delta
+    (`on_delta`; None sends nothing), then `on_end()`'s events and `[DONE]` -- or, should the
+    generation fail, `on_error(exc)` (and `[DONE]` when `done_after_error`). `on_end` returning
+    None ends the stream without `[DONE]` (nobody is listening any more). Closing the stream
+    closes `deltas`, which cancels the generation."""
+    for event in start:
+        yield sse(event)
+    try:
+        async with aclosing(deltas) as texts:
+            async for text in texts:
+                if (event := on_delta(text)) is not None:
+                    yield sse(event)
+    except APIError as exc:
+        yield sse(on_error(exc))
+        if done_after_error:
+            yield sse("[DONE]")
+        return
+    end = on_end()
+    if end is None:
+        return
+    for event in end:
+        yield sse(event)
+    yield sse("[DONE]")
 
 
 class SSEResponse(StreamingResponse):

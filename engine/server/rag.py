@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from contextlib import aclosing
 
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
 from jinja2.exceptions import TemplateError
 
 from engine.rag import rag_request
-from engine.types import SamplingParams
-from engine.types import Request
+from engine.types import Request, SamplingParams
 from engine.server.errors import APIError
-from engine.server.generation import Generation, SSEResponse, public_stats, sse, stops_of, usage
+from engine.server.generation import Generation, SSEResponse, public_stats, sse_events, stops_of, usage
 from engine.server.schemas import ERRORS, RagRequest, streamed
 from engine.server.state import get_state, offload
 
@@ -68,13 +66,6 @@ def _tail(gen: Generation) -> dict:
     return {"finish_reason": gen.openai_finish_reason, "usage": usage(gen.stats), "stats": public_stats(gen.stats)}
 
 
-async def _stream(head: dict, gen: Generation):
-    try:
-        async with aclosing(gen.deltas()) as deltas:
-            async for text in deltas:
-                yield sse({"type": "delta", "text": text})
-    except APIError as exc:
-        yield sse({"type": "error", **exc.body()})
-    else:
-        yield sse({"type": "result", **head, **_tail(gen)})
-    yield sse("[DONE]")
+def _stream(head: dict, gen: Generation):
+    return sse_events(gen.deltas(), lambda text: {"type": "delta", "text": text},
+                      lambda: [{"type": "result", **head, **_tail(gen)}], lambda exc: {"type": "error", **exc.body()})
