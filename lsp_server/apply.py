@@ -31,7 +31,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, apply_edit, prepare
 from lsp_server import documents, errors
 from lsp_server.arguments import parse_args
-from lsp_server.documents import Snapshot
+from lsp_server.documents import ApplyRun, Snapshot
 from lsp_server.progress import ModelProgress, figures
 from lsp_server.textedits import line_edits
 
@@ -85,17 +85,18 @@ def summary(result: ApplyResult) -> str:
 async def confirm(ls: EditApplyServer, snap: Snapshot, result: ApplyResult) -> bool:
     """Ask whether to apply a result that failed validation; only "Apply anyway" says yes."""
     reasons = "; ".join(str(p) for p in result.validation.problems if p.severity == "error")
-    answer = await ls.window_show_message_request_async(types.ShowMessageRequestParams(
+    answer = await asyncio.shield(ls.window_show_message_request_async(types.ShowMessageRequestParams(
         type=types.MessageType.Warning,
         message=f"editapply: the edit of {snap.path or snap.uri} failed validation: {reasons}",
-        actions=[types.MessageActionItem(APPLY_ANYWAY), types.MessageActionItem(CANCEL)]))
+        actions=[types.MessageActionItem(APPLY_ANYWAY), types.MessageActionItem(CANCEL)])))
     return answer is not None and answer.title == APPLY_ANYWAY
 
 
-async def send_edit(ls: EditApplyServer, snap: Snapshot, new_text: str, label: str) -> int:
+async def send_edit(ls: EditApplyServer, run: ApplyRun, snap: Snapshot, new_text: str, label: str) -> int:
     """Send `new_text` as minimal text edits against `snap`'s version; the number of edits sent.
     Raises CommandFailed when the document changed or the editor refuses the edit."""
     documents.check_unchanged(ls, snap)
+    run.sending = True
     encoding = str(getattr(ls.workspace.position_encoding, "value", ls.workspace.position_encoding) or "utf-16")
     edits = [types.TextEdit(range=types.Range(start=types.Position(*e.start), end=types.Position(*e.end)),
                             new_text=e.text) for e in line_edits(snap.text, new_text, encoding)]
@@ -107,25 +108,13 @@ async def send_edit(ls: EditApplyServer, snap: Snapshot, new_text: str, label: s
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=target, edits=edits)])
     else:  # the version was checked above; this client cannot check it again
         edit = types.WorkspaceEdit(changes={snap.uri: edits})
-    response = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
+    # Shielded, like every request to the client: a cancel must not drop pygls' future for the
+    # answer (the answer would then fail to land and be reported as a server error).
+    response = await asyncio.shield(ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)))
     if not response.applied:
         why = f": {response.failure_reason}" if response.failure_reason else ""
         raise errors.CommandFailed(errors.NOT_APPLIED, f"the editor did not apply the edit to {snap.path or snap.uri}{why}")
     return len(edits)
-
-
-def claim(ls: EditApplyServer, uri: str) -> None:
-    """Mark `uri` as being applied to by the current task; refuse if another apply runs there."""
-    if uri in ls.applying:
-        message = f"an apply is already running on {uri}; wait for it or cancel it"
-        ls.show(message, types.MessageType.Warning)
-        raise errors.CommandFailed(errors.BUSY, message)
-    ls.applying[uri] = asyncio.current_task()
-
-
-def release(ls: EditApplyServer, uri: str) -> None:
-    if ls.applying.get(uri) is asyncio.current_task():
-        del ls.applying[uri]
 
 
 def _result(snap: Snapshot, result: ApplyResult) -> dict:
@@ -138,17 +127,22 @@ def register(server: EditApplyServer) -> None:
     @server.command(APPLY)
     async def apply(ls: EditApplyServer, args: dict) -> dict:
         a = apply_args(APPLY, args)
-        claim(ls, a.uri)
+        run = documents.claim(ls, a.uri)
+        snap = None
         try:
             snap = documents.snapshot(ls, a.uri)
             result = await run_pipeline(ls, snap, a, "apply")
             out = {"applied": False, "path": result.path, **_result(snap, result)}
             if result.ok or await confirm(ls, snap, result):
-                out["edits"] = await send_edit(ls, snap, result.merged_code, f"editapply: apply to {snap.path or snap.uri}")
+                out["edits"] = await send_edit(ls, run, snap, result.merged_code, f"editapply: apply to {snap.path or snap.uri}")
                 out["applied"] = True
             return out
+        except asyncio.CancelledError:
+            if snap is not None and (stale := run.interruption(snap.path or snap.uri, snap.version)):
+                raise stale from None
+            raise
         finally:
-            release(ls, a.uri)
+            documents.release(ls, a.uri, run)
 
     @server.command(PREVIEW)
     async def preview(ls: EditApplyServer, args: dict) -> dict:
@@ -162,7 +156,7 @@ def register(server: EditApplyServer) -> None:
         a = parse_args(APPLY_MERGED, args, {"uri": (str,), "version": (int,), "merged": (str,)}, ("uri", "version", "merged"))
         if len(a["merged"].encode("utf-8", "surrogatepass")) > documents.MAX_DOCUMENT_BYTES:
             raise JsonRpcInvalidParams(f"{APPLY_MERGED}: merged is over {documents.MAX_DOCUMENT_BYTES:,} bytes")
-        claim(ls, a["uri"])
+        run = documents.claim(ls, a["uri"])
         try:
             snap = documents.snapshot(ls, a["uri"])
             if snap.version is None:
@@ -171,7 +165,7 @@ def register(server: EditApplyServer) -> None:
             if snap.version != a["version"]:
                 raise errors.CommandFailed(errors.STALE, f"{snap.path or snap.uri} is at version {snap.version}, not "
                                            f"{a['version']}: it changed since the preview; nothing was applied")
-            edits = await send_edit(ls, snap, a["merged"], f"editapply: apply to {snap.path or snap.uri}")
+            edits = await send_edit(ls, run, snap, a["merged"], f"editapply: apply to {snap.path or snap.uri}")
             return {"applied": True, "uri": snap.uri, "version": snap.version, "edits": edits}
         finally:
-            release(ls, a["uri"])
+            documents.release(ls, a["uri"], run)

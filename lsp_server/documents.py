@@ -9,14 +9,17 @@ editor's, version included. A command reads a `Snapshot`:
 * refused with a one-line reason (`ApplyError`): a binary or invalid UTF-8 file, a document over
   `MAX_DOCUMENT_BYTES`, a URI that is neither open nor a readable file.
 
-`check_unchanged` runs just before an edit is sent: a document whose version moved on (the user
-typed while the model wrote), that was closed, or a file that changed on disk fails the command
-with `stale_version`; nothing is applied. `textDocument/didClose` cancels an apply running on the
-document it closes, since its result could no longer be applied.
+An apply `claim`s its document for as long as it runs (a second apply there is refused: `busy`).
+A change to that document (`didChange`: the user typed while the model wrote) or its closing
+cancels the apply at once -- its result could no longer be applied, so the engine need not finish
+it -- and the command fails with `stale_version`. `check_unchanged` runs again just before the
+edit is sent (for a file on disk, which sends no notifications, it compares the bytes); from then
+on the document's next change is the edit itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,6 +48,40 @@ class Snapshot:
     path: str | None  # relative to its workspace folder (diff labels, language), else the file name
     language: str | None  # the editor's languageId, used when the path names no known language
     disk: bytes | None = None  # what was read from disk (unopened files only)
+
+
+@dataclass
+class ApplyRun:
+    """An apply running on a document, and what happened to the document meanwhile."""
+
+    task: asyncio.Task
+    changed_to: int | None = None  # the version a didChange moved the document to
+    closed: bool = False
+    sending: bool = False  # the edit is on its way: the next change is the edit itself
+
+    def interruption(self, name: str, version: int | None) -> errors.CommandFailed | None:
+        """The error for an apply cancelled because its document changed or closed, else None."""
+        if self.closed:
+            return errors.CommandFailed(errors.STALE, f"{name} was closed while the apply ran; nothing was applied")
+        if self.changed_to is not None:
+            return errors.CommandFailed(errors.STALE, f"{name} changed while the apply ran (version {version} -> "
+                                        f"{self.changed_to}); nothing was applied: run it again")
+        return None
+
+
+def claim(ls: EditApplyServer, uri: str) -> ApplyRun:
+    """Mark `uri` as applied to by the current task; refuse (`busy`) if another apply runs there."""
+    if uri in ls.applying:
+        message = f"an apply is already running on {uri}; wait for it or cancel it"
+        ls.show(message, types.MessageType.Warning)
+        raise errors.CommandFailed(errors.BUSY, message)
+    run = ls.applying[uri] = ApplyRun(asyncio.current_task())
+    return run
+
+
+def release(ls: EditApplyServer, uri: str, run: ApplyRun) -> None:
+    if ls.applying.get(uri) is run:
+        del ls.applying[uri]
 
 
 def snapshot(ls: EditApplyServer, uri: str) -> Snapshot:
@@ -115,7 +152,16 @@ def _relative(ls: EditApplyServer, fs_path: str) -> str:
 
 
 def register(server: EditApplyServer) -> None:
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: EditApplyServer, params: types.DidChangeTextDocumentParams) -> None:
+        run = ls.applying.get(params.text_document.uri)
+        if run is not None and not run.sending:
+            run.changed_to = params.text_document.version
+            run.task.cancel()
+
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: EditApplyServer, params: types.DidCloseTextDocumentParams) -> None:
-        if (task := ls.applying.get(params.text_document.uri)) is not None:
-            task.cancel()
+        run = ls.applying.get(params.text_document.uri)
+        if run is not None:
+            run.closed = True
+            run.task.cancel()

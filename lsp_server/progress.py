@@ -61,7 +61,7 @@ class ModelProgress:
             return self
         token = f"editapply-{uuid.uuid4().hex}"
         try:
-            await self.ls.work_done_progress.create_async(token)
+            await asyncio.shield(self.ls.work_done_progress.create_async(token))  # see apply.send_edit
         except JsonRpcException:  # the client refused the token: run without progress
             return self
         self.token = token

@@ -30,6 +30,7 @@ from pygls.protocol import LanguageServerProtocol
 from engine.apply.errors import ApplyError
 from engine.engine import RequestError
 from lsp_server import errors
+from lsp_server.documents import ApplyRun
 from lsp_server.engine import EngineFailed, EngineUnavailable, LocalEngine, RemoteEngine, make_engine
 from lsp_server.settings import DEFAULTS, Settings, merged, parse
 
@@ -57,7 +58,7 @@ class EditApplyServer(LanguageServer):
         self.settings: Settings = DEFAULTS
         self._raw_settings: dict | None = None
         self._engine: LocalEngine | RemoteEngine | None = None
-        self.applying: dict[str, asyncio.Task] = {}  # uri -> the apply running on it
+        self.applying: dict[str, ApplyRun] = {}  # uri -> the apply running on it (documents.py)
         self.runs: dict[object, asyncio.Task] = {}  # request id -> the command's task
 
     def engine(self) -> LocalEngine | RemoteEngine:
