@@ -85,3 +85,11 @@ def test_edits_rebuild_the_new_text(old_lines, new_lines, eol, old_final, new_fi
     new = eol.join(new_lines) + (eol if new_final and new_lines else "")
     for encoding in ("utf-16", "utf-8", "utf-32"):
         assert apply_edits(old, line_edits(old, new, encoding), encoding) == new
+
+
+def test_docstring_example():
+    import doctest
+
+    from lsp_server import textedits
+
+    assert doctest.testmod(textedits).failed == 0
