@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, apply_edit, prepare
+from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, Plan, apply_edit, prepare
 from lsp_server import documents, errors
 from lsp_server.arguments import parse_args
 from lsp_server.documents import ApplyRun, Snapshot
@@ -65,13 +65,19 @@ async def run_pipeline(ls: EditApplyServer, snap: Snapshot, a: ApplyArgs, verb: 
     req = ApplyRequest(initial_code=snap.text, edit_snippet=a.snippet, instruction=a.instruction,
                        language=snap.language, path=snap.path, mode=a.mode or s.mode, prompt_form=s.prompt_form,
                        max_tokens=s.max_tokens)
-    plan = await asyncio.to_thread(prepare, req)
-    if not plan.needs_model:
-        return await asyncio.to_thread(apply_edit, None, req, plan=plan)
+    plan, result = await asyncio.to_thread(_plan, req)
+    if result is not None:
+        return result
     async with ModelProgress(ls, f"editapply: {verb} {snap.path or snap.uri}") as progress:
         result = await ls.engine().apply(req, plan, progress.report, progress.status)
         progress.done(summary(result))
     return result
+
+
+def _plan(req: ApplyRequest) -> tuple[Plan, ApplyResult | None]:
+    """The plan, and the result too when the deterministic path serves it (one worker-thread hop)."""
+    plan = prepare(req)
+    return plan, (None if plan.needs_model else apply_edit(None, req, plan=plan))
 
 
 def summary(result: ApplyResult) -> str:

@@ -1,0 +1,237 @@
+"""Language server latency: from `workspace/executeCommand editapply.apply` to the edit arriving
+at the editor (`workspace/applyEdit`), against a direct call of the same work.
+
+An LSP client (pygls) drives a real `editapply lsp` process over stdio, like an editor: it opens
+each dev case's file (didOpen, not timed), sends `editapply.apply {uri, snippet}`, and stamps the
+moment the server's `workspace/applyEdit` request arrives -- the edit the editor then applies.
+The same request is also run directly, in this process: `apply_edit(None, req)` for the
+deterministic path, `apply_edit(service, req)` on an EngineService of the same model for the
+model path (mode `model`), and `remote_apply(url, req)` (a plain `POST /v1/apply`) against the
+engine server. "LSP overhead" is the median over cases of (LSP time - direct time), per case.
+
+Rows: the deterministic path (never touches an engine: the same with a local engine or an
+engine URL), the model path on a local engine (EngineService inside the language server), and
+the model path on a remote engine (`editapply serve` on loopback: `--serve` starts one,
+`--engine URL` uses one). Prefix caching is off in every engine (EDITAPPLY_ENABLE_PREFIX_CACHING=0)
+so that the second run of a case is not faster for having the first one's prompt cached, and one
+case (not measured) warms each engine first, so model loading is not timed (its time is reported).
+
+    python -m bench.lsp_latency [--limit 60] [--model-cases 4] [--model qwen2.5-coder-0.5b] [--serve | --engine URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from lsprotocol import types
+from pygls import uris
+from pygls.lsp.client import LanguageClient
+
+from bench.common import header, load_dev, save_json, table
+from engine.apply.client import remote_apply
+from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.loader import registry
+
+EDITAPPLY = str(Path(sys.executable).parent / "editapply")
+# Small engines (every process holds one): no prefix cache, two sequences, 8k context.
+ENGINE_ENV = {"EDITAPPLY_ENABLE_PREFIX_CACHING": "0", "EDITAPPLY_MAX_NUM_SEQS": "2", "EDITAPPLY_MAX_MODEL_LEN": "8192"}
+STARTUP_TIMEOUT_S = 300
+
+
+class Editor:
+    """The editor's side: one document per case, the time each workspace/applyEdit arrives."""
+
+    def __init__(self):
+        self.client = LanguageClient("editapply-bench", "1")
+        self.edit_arrived: float | None = None
+
+        @self.client.feature(types.WORKSPACE_APPLY_EDIT)
+        def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+            self.edit_arrived = time.perf_counter()
+            return types.ApplyWorkspaceEditResult(applied=True)
+
+        @self.client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def create_progress(params: types.WorkDoneProgressCreateParams) -> None:
+            return None
+
+        @self.client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+        def decline(params: types.ShowMessageRequestParams) -> None:
+            return None  # a result that failed validation: not applied (that case is not counted)
+
+    async def start(self, root: Path, options: dict) -> None:
+        await self.client.start_io(EDITAPPLY, "lsp", env={**os.environ, **ENGINE_ENV})
+        capabilities = types.ClientCapabilities(
+            workspace=types.WorkspaceClientCapabilities(workspace_edit=types.WorkspaceEditClientCapabilities(
+                document_changes=True)),
+            window=types.WindowClientCapabilities(work_done_progress=True))
+        await self.client.initialize_async(types.InitializeParams(
+            capabilities=capabilities, root_uri=uris.from_fs_path(str(root)), initialization_options=options))
+        self.client.initialized(types.InitializedParams())
+
+    async def apply(self, root: Path, case: dict, mode: str, n: int) -> tuple[float | None, dict]:
+        """Seconds from the command to the edit's arrival (None when no edit came), and the
+        command's result."""
+        path = root / f"{n}-{Path(case['path']).name}"
+        uri = uris.from_fs_path(str(path))
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+            uri=uri, language_id=case["language"], version=1, text=case["original"])))
+        self.edit_arrived = None
+        started = time.perf_counter()
+        result = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="editapply.apply", arguments=[{"uri": uri, "snippet": case["update_snippet"], "mode": mode}]))
+        self.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
+        return (None if self.edit_arrived is None else self.edit_arrived - started), result
+
+    async def stop(self) -> None:
+        await self.client.shutdown_async(None)
+        self.client.exit(None)
+        await self.client.stop()
+
+
+def request(case: dict, mode: str) -> ApplyRequest:
+    return ApplyRequest(case["original"], case["update_snippet"], path=case["path"], mode=mode)
+
+
+def timed(fn, *args) -> float:
+    started = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - started
+
+
+def summarize(name: str, engine: str, direct: list[float], lsp: list[float | None], model: str) -> list:
+    """A table row over the cases whose edit arrived (a model result that failed validation
+    sends none: counted in `cases` as 'n of m applied')."""
+    pairs = [(a, b) for a, b in zip(direct, lsp) if b is not None]
+    if not pairs:
+        return [name, engine, model, f"0 of {len(direct)} applied", "", "", "", ""]
+    overhead = [(b - a) * 1000 for a, b in pairs]
+    applied = str(len(pairs)) if len(pairs) == len(direct) else f"{len(pairs)} of {len(direct)} applied"
+    return [name, engine, model, applied, statistics.median(a for a, _ in pairs) * 1000,
+            statistics.median(b for _, b in pairs) * 1000, statistics.median(overhead), max(overhead)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_serve(model: str) -> tuple[subprocess.Popen, str, float]:
+    port = free_port()
+    started = time.perf_counter()
+    proc = subprocess.Popen([EDITAPPLY, "serve", "--model", model, "--port", str(port), "--log-level", "warning"],
+                            env={**os.environ, **ENGINE_ENV})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return proc, url, time.perf_counter() - started
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"editapply serve did not become healthy at {url}")
+
+
+async def deterministic(cases: list[dict], root: Path) -> list:
+    direct = [timed(apply_edit, None, request(case, "auto")) for case in cases]
+    editor = Editor()
+    await editor.start(root, {"mode": "auto"})
+    await editor.apply(root, cases[0], "auto", -1)  # warm: imports, first merge
+    lsp = []
+    for n, case in enumerate(cases):
+        seconds, result = await editor.apply(root, case, "auto", n)
+        assert result["applied"] and result["path"] == "deterministic", case["id"]
+        lsp.append(seconds)
+    await editor.stop()
+    return summarize("deterministic", "local or URL", direct, lsp, "-")
+
+
+async def model_local(cases: list[dict], warm: dict, root: Path, model: str) -> tuple[list, float]:
+    from lsp_server.engine import build_service
+
+    os.environ.update(ENGINE_ENV)
+    service = build_service(model)
+    apply_edit(service, request(warm, "model"))
+    direct = [timed(apply_edit, service, request(case, "model")) for case in cases]
+    service.shutdown()
+    editor = Editor()
+    await editor.start(root, {"engine": "local", "model": model})
+    cold, _ = await editor.apply(root, warm, "model", -1)  # loads the model in the server
+    lsp = [(await editor.apply(root, case, "model", n))[0] for n, case in enumerate(cases)]
+    await editor.stop()
+    return summarize("model", "local (in-process)", direct, lsp, model), cold
+
+
+async def model_remote(cases: list[dict], warm: dict, root: Path, model: str, url: str) -> list:
+    remote_apply(url, request(warm, "model"))
+    editor = Editor()
+    await editor.start(root, {"engineUrl": url})
+    await editor.apply(root, warm, "model", -1)
+    direct, lsp = [], []
+    for n, case in enumerate(cases):  # interleaved: both see the same server state
+        direct.append(timed(remote_apply, url, request(case, "model")))
+        lsp.append((await editor.apply(root, case, "model", n))[0])
+    await editor.stop()
+    return summarize("model", f"remote ({url})", direct, lsp, model)
+
+
+async def run(args) -> None:
+    root = Path(args.root)
+    root.mkdir(parents=True, exist_ok=True)
+    cases = load_dev(args.limit)
+    model = args.model or ("qwen2.5-coder-0.5b" if registry.is_installed("qwen2.5-coder-0.5b") else "smollm2-135m")
+    # The smallest cases on the model path: CPU minutes, not hours.
+    small = sorted(load_dev(), key=lambda c: len(c["original"]))
+    warm, model_cases = small[0], small[1 : 1 + args.model_cases]
+    rows, notes = [await deterministic(cases, root)], []
+    if args.model_cases:
+        row, cold = await model_local(model_cases, warm, root, model)
+        rows.append(row)
+        notes.append(f"first model request through the language server (loads {model}): {cold:.1f} s")
+        server = None
+        url = args.engine
+        if args.serve:
+            server, url, startup = start_serve(model)
+            notes.append(f"editapply serve --model {model} became healthy after {startup:.1f} s")
+        if url:
+            try:
+                rows.append(await model_remote(model_cases, warm, root, model, url))
+            finally:
+                if server is not None:
+                    server.terminate()
+                    server.wait(timeout=30)
+    columns = ["path", "engine", "model", "cases", "direct ms (median)", "LSP command -> edit ms (median)",
+               "LSP overhead ms (median)", "overhead ms (max)"]
+    print(header("Language server latency (issue 11)"))
+    print(table(columns, rows))
+    for note in notes:
+        print(f"\n* {note}")
+    print(f"\nmodel-path cases: {', '.join(c['id'] for c in model_cases)}")
+    save_json("lsp_latency.json", {"columns": columns, "rows": rows, "notes": notes})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=None, help="deterministic-path cases (default: all 60)")
+    parser.add_argument("--model-cases", type=int, default=4, help="model-path cases, the smallest files (0: none)")
+    parser.add_argument("--model", default=None, help="default: qwen2.5-coder-0.5b if installed, else smollm2-135m")
+    parser.add_argument("--serve", action="store_true", help="start an editapply serve on loopback for the remote rows")
+    parser.add_argument("--engine", metavar="URL", help="a running editapply serve for the remote rows")
+    parser.add_argument("--root", default="/tmp/editapply-lsp-bench", help="where the documents' paths point")
+    args = parser.parse_args(argv)
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
