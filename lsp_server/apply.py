@@ -101,6 +101,10 @@ async def confirm(ls: EditApplyServer, snap: Snapshot, result: ApplyResult) -> b
 async def send_edit(ls: EditApplyServer, run: ApplyRun, snap: Snapshot, new_text: str, label: str) -> int:
     """Send `new_text` as minimal text edits against `snap`'s version; the number of edits sent.
     Raises CommandFailed when the document changed or the editor refuses the edit."""
+    workspace = ls.client_capabilities.workspace
+    if not (workspace and workspace.apply_edit):
+        raise errors.CommandFailed(errors.NOT_APPLIED, "this editor does not accept workspace/applyEdit; use "
+                                   f"{PREVIEW} and apply its merged text yourself")
     documents.check_unchanged(ls, snap)
     run.sending = True
     encoding = str(getattr(ls.workspace.position_encoding, "value", ls.workspace.position_encoding) or "utf-16")
@@ -108,8 +112,7 @@ async def send_edit(ls: EditApplyServer, run: ApplyRun, snap: Snapshot, new_text
                             new_text=e.text) for e in line_edits(snap.text, new_text, encoding)]
     if not edits:
         return 0
-    workspace = ls.client_capabilities.workspace
-    if workspace and workspace.workspace_edit and workspace.workspace_edit.document_changes:
+    if workspace.workspace_edit and workspace.workspace_edit.document_changes:
         target = types.OptionalVersionedTextDocumentIdentifier(uri=snap.uri, version=snap.version)
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=target, edits=edits)])
     else:  # the version was checked above; this client cannot check it again

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from engine.apply.errors import ApplyError
+from engine.apply.errors import ApplyCancelled, ApplyError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Plan, Progress, apply_edit
 from lsp_server.settings import Settings
@@ -158,6 +158,8 @@ class LocalEngine:
             cancel.set()
             tracked.cancel()
             raise
+        except ApplyCancelled:  # not by us: the engine was shut down (the settings changed)
+            raise EngineFailed("the engine stopped the generation (it was shut down)") from None
         except RuntimeError as exc:  # the pipeline's "the engine failed"
             raise EngineFailed(str(exc)) from None
 
@@ -193,8 +195,14 @@ class LocalEngine:
         return out
 
     async def close(self) -> None:
-        if self._loading is not None and self._loading.done() and self._loading.exception() is None:
-            await asyncio.to_thread(self._loading.result().shutdown)
+        """Shut the service down (what it runs is cancelled), after a load still under way."""
+        if self._loading is None:
+            return
+        try:
+            service = await asyncio.shield(self._loading)
+        except (RuntimeError, OSError, ValueError):
+            return
+        await asyncio.to_thread(service.shutdown)
 
 
 class RemoteEngine:

@@ -142,6 +142,11 @@ def build_server() -> EditApplyServer:
     def initialize(ls: EditApplyServer, params: types.InitializeParams) -> None:
         ls.configure(params.initialization_options)
 
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: EditApplyServer, params: None) -> None:
+        if ls._engine is not None:
+            await ls._engine.close()
+
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: EditApplyServer, params: types.DidChangeConfigurationParams) -> None:
         ls.configure(params.settings)
