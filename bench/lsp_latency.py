@@ -9,18 +9,21 @@ answers "Apply anyway" at once, so every case's edit arrives (the table counts t
 The same request also runs directly, in this process: `apply_edit(None, req)` for the
 deterministic path, `apply_edit(service, req)` on an EngineService of the same model for the
 model path (mode `model`), and `remote_apply(url, req)` (a plain `POST /v1/apply`) against the
-engine server. Per case: direct, LSP, direct again; "LSP - direct" is the median over cases of
-(LSP - first direct run), and "direct run to run" the median of |first - second direct run|:
-the noise a difference must exceed to mean anything.
+engine server. Per case, `--repeat` rounds of (direct, LSP), interleaved so that a change in the
+machine's speed hits both; each side's time is its fastest round (the least disturbed by other
+load: this machine's speed changes by up to 2x within minutes). "LSP - direct" is the median
+over cases of the per-case difference of those minima, and "direct run to run" the median spread
+(max - min) of the direct rounds: the noise a difference must exceed to mean anything.
 
 Rows: the deterministic path (never touches an engine: the same with a local engine or an
 engine URL), the model path on a local engine (EngineService inside the language server), and
 the model path on a remote engine (`editapply serve` on loopback: `--serve` starts one,
 `--engine URL` uses one). Prefix caching is off in every engine (EDITAPPLY_ENABLE_PREFIX_CACHING=0)
-so that no run is faster for having another's prompt cached, and one case (not measured) warms
-each engine first, so model loading is not timed (its time is reported).
+so that no run is faster for having another's prompt cached, drafts have fixed sizes
+(EDITAPPLY_ADAPTIVE_DRAFTS=0) so that every run of a request takes the same steps, and one case
+(not measured) warms each engine first, so model loading is not timed (its time is reported).
 
-    python -m bench.lsp_latency [--limit 60] [--model-cases 4] [--model qwen2.5-coder-0.5b] [--serve | --engine URL]
+    python -m bench.lsp_latency [--limit 60] [--model-cases 3] [--repeat 2] [--model qwen2.5-coder-0.5b] [--serve | --engine URL]
 """
 
 from __future__ import annotations
@@ -46,8 +49,11 @@ from engine.apply.pipeline import ApplyRequest, apply_edit
 from engine.loader import registry
 
 EDITAPPLY = str(Path(sys.executable).parent / "editapply")
-# Small engines (every process holds one): no prefix cache, two sequences, 8k context.
-ENGINE_ENV = {"EDITAPPLY_ENABLE_PREFIX_CACHING": "0", "EDITAPPLY_MAX_NUM_SEQS": "2", "EDITAPPLY_MAX_MODEL_LEN": "8192"}
+# Every process holds an engine: small ones (two sequences, 8k context), without a prefix cache,
+# and with fixed draft sizes: adaptive drafts size each draft from measured step times, so two
+# runs of one request may take different numbers of steps -- seconds of noise on a CPU.
+ENGINE_ENV = {"EDITAPPLY_ENABLE_PREFIX_CACHING": "0", "EDITAPPLY_ADAPTIVE_DRAFTS": "0",
+              "EDITAPPLY_MAX_NUM_SEQS": "2", "EDITAPPLY_MAX_MODEL_LEN": "8192"}
 STARTUP_TIMEOUT_S = 300
 
 
@@ -58,6 +64,7 @@ class Editor:
         self.client = LanguageClient("editapply-bench", "1")
         self.edit_arrived: float | None = None
         self.prompts = 0
+        self.options: dict = {}
 
         @self.client.feature(types.WORKSPACE_APPLY_EDIT)
         def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
@@ -78,6 +85,7 @@ class Editor:
             return types.MessageActionItem(title="Apply anyway")
 
     async def start(self, root: Path, options: dict) -> None:
+        self.options = options
         await self.client.start_io(EDITAPPLY, "lsp", env={**os.environ, **ENGINE_ENV})
         capabilities = types.ClientCapabilities(
             workspace=types.WorkspaceClientCapabilities(apply_edit=True, workspace_edit=types.WorkspaceEditClientCapabilities(
@@ -87,10 +95,10 @@ class Editor:
             capabilities=capabilities, root_uri=uris.from_fs_path(str(root)), initialization_options=options))
         self.client.initialized(types.InitializedParams())
 
-    async def apply(self, root: Path, case: dict, mode: str, n: int) -> float:
+    async def apply(self, root: Path, case: dict, mode: str) -> float:
         """Seconds from the command to the edit's arrival."""
-        path = root / f"{n}-{Path(case['path']).name}"
-        uri = uris.from_fs_path(str(path))
+        # The case's own path, as the direct run gets it: the prompt names the file.
+        uri = uris.from_fs_path(str(root / case["path"]))
         self.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
             uri=uri, language_id=case["language"], version=1, text=case["original"])))
         self.edit_arrived = None
@@ -118,12 +126,12 @@ def timed(fn, req: ApplyRequest) -> float:
     return time.perf_counter() - started
 
 
-def summarize(name: str, engine: str, model: str, runs: list[tuple[float, float, float]], prompts: int) -> list:
-    """A table row from (direct, LSP, direct again) seconds per case."""
-    ms = [(a * 1000, b * 1000, c * 1000) for a, b, c in runs]
-    return [name, engine, model, len(ms), prompts, statistics.median(a for a, _, _ in ms),
-            statistics.median(b for _, b, _ in ms), statistics.median(b - a for a, b, _ in ms),
-            statistics.median(abs(c - a) for a, _, c in ms)]
+def summarize(name: str, engine: str, model: str, runs: list[tuple[list[float], list[float]]], prompts: int) -> list:
+    """A table row from the (direct, LSP) seconds of each round, per case."""
+    best = [(min(d) * 1000, min(l) * 1000) for d, l in runs]
+    return [name, engine, model, len(runs), prompts, statistics.median(d for d, _ in best),
+            statistics.median(l for _, l in best), statistics.median(l - d for d, l in best),
+            statistics.median((max(d) - min(d)) * 1000 for d, _ in runs)]
 
 
 def free_port() -> int:
@@ -149,26 +157,33 @@ def start_serve(model: str) -> tuple[subprocess.Popen, str, float]:
     raise SystemExit(f"editapply serve did not become healthy at {url}")
 
 
-async def measure(editor: Editor, root: Path, cases: list[dict], mode: str, direct) -> list[tuple[float, float, float]]:
-    """(direct, LSP, direct again) seconds per case, interleaved so drift hits all three alike."""
+async def measure(editor: Editor, root: Path, cases: list[dict], mode: str, direct,
+                  repeat: int) -> list[tuple[list[float], list[float]]]:
+    """Per case, the seconds of `repeat` rounds of (direct, LSP)."""
     runs = []
-    for n, case in enumerate(cases):
-        first = timed(direct, request(case, mode))
-        lsp = await editor.apply(root, case, mode, n)
-        runs.append((first, lsp, timed(direct, request(case, mode))))
+    for case in cases:
+        d, l = [], []
+        for _ in range(repeat):
+            d.append(timed(direct, request(case, mode)))
+            l.append(await editor.apply(root, case, mode))
+        runs.append((d, l))
+    RAW.setdefault(f"{mode} {editor.options}", []).extend((c["id"], *r) for c, r in zip(cases, runs))
     return runs
 
 
-async def deterministic(cases: list[dict], root: Path) -> list:
+RAW: dict[str, list] = {}  # row name -> [(case id, direct rounds s, LSP rounds s)], saved with the table
+
+
+async def deterministic(cases: list[dict], root: Path, repeat: int) -> list:
     editor = Editor()
     await editor.start(root, {"mode": "auto"})
-    await editor.apply(root, cases[0], "auto", -1)  # warm: imports, first merge
-    runs = await measure(editor, root, cases, "auto", lambda req: apply_edit(None, req))
+    await editor.apply(root, cases[0], "auto")  # warm: imports, first merge
+    runs = await measure(editor, root, cases, "auto", lambda req: apply_edit(None, req), repeat)
     await editor.stop()
     return summarize("deterministic", "local or URL", "-", runs, editor.prompts)
 
 
-async def model_local(cases: list[dict], warm: dict, root: Path, model: str) -> tuple[list, float]:
+async def model_local(cases: list[dict], warm: dict, root: Path, model: str, repeat: int) -> tuple[list, float]:
     from lsp_server.engine import build_service
 
     os.environ.update(ENGINE_ENV)
@@ -176,21 +191,21 @@ async def model_local(cases: list[dict], warm: dict, root: Path, model: str) -> 
     apply_edit(service, request(warm, "model"))
     editor = Editor()
     await editor.start(root, {"engine": "local", "model": model})
-    cold = await editor.apply(root, warm, "model", -1)  # loads the model in the server
+    cold = await editor.apply(root, warm, "model")  # loads the model in the server
     editor.prompts = 0
-    runs = await measure(editor, root, cases, "model", lambda req: apply_edit(service, req))
+    runs = await measure(editor, root, cases, "model", lambda req: apply_edit(service, req), repeat)
     await editor.stop()
     service.shutdown()
     return summarize("model", "local (in-process)", model, runs, editor.prompts), cold
 
 
-async def model_remote(cases: list[dict], warm: dict, root: Path, model: str, url: str) -> list:
+async def model_remote(cases: list[dict], warm: dict, root: Path, model: str, url: str, repeat: int) -> list:
     remote_apply(url, request(warm, "model"))
     editor = Editor()
     await editor.start(root, {"engineUrl": url})
-    await editor.apply(root, warm, "model", -1)
+    await editor.apply(root, warm, "model")
     editor.prompts = 0
-    runs = await measure(editor, root, cases, "model", lambda req: remote_apply(url, req))
+    runs = await measure(editor, root, cases, "model", lambda req: remote_apply(url, req), repeat)
     await editor.stop()
     return summarize("model", "remote (editapply serve, loopback)", model, runs, editor.prompts)
 
@@ -203,9 +218,9 @@ async def run(args) -> None:
     # The smallest cases on the model path: CPU minutes, not hours.
     small = sorted(load_dev(), key=lambda c: len(c["original"]))
     warm, model_cases = small[0], small[1 : 1 + args.model_cases]
-    rows, notes = [await deterministic(cases, root)], []
+    rows, notes = [await deterministic(cases, root, args.repeat)], []
     if args.model_cases:
-        row, cold = await model_local(model_cases, warm, root, model)
+        row, cold = await model_local(model_cases, warm, root, model, args.repeat)
         rows.append(row)
         notes.append(f"first model request through the language server (loads {model}): {cold:.1f} s")
         server = None
@@ -215,25 +230,28 @@ async def run(args) -> None:
             notes.append(f"editapply serve --model {model} became healthy after {startup:.1f} s")
         if url:
             try:
-                rows.append(await model_remote(model_cases, warm, root, model, url))
+                rows.append(await model_remote(model_cases, warm, root, model, url, args.repeat))
             finally:
                 if server is not None:
                     server.terminate()
                     server.wait(timeout=30)
-    columns = ["path", "engine", "model", "cases", "validation prompts", "direct ms (median)",
-               "LSP command -> edit ms (median)", "LSP - direct ms (median)", "direct run to run ms (median)"]
+    columns = ["path", "engine", "model", "cases", "validation prompts", "direct ms", "LSP command -> edit ms",
+               "LSP - direct ms", "direct run to run ms"]
     print(header("Language server latency (issue 11)"))
+    print(f"Medians over cases; each case's time is its fastest of {args.repeat} interleaved rounds. "
+          f"Engines: {', '.join(f'{k}={v}' for k, v in ENGINE_ENV.items())}.\n")
     print(table(columns, rows))
     for note in notes:
         print(f"\n* {note}")
     print(f"\nmodel-path cases: {', '.join(c['id'] for c in model_cases)}")
-    save_json("lsp_latency.json", {"columns": columns, "rows": rows, "notes": notes})
+    save_json("lsp_latency.json", {"columns": columns, "rows": rows, "notes": notes, "runs": RAW, "env": ENGINE_ENV})
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="deterministic-path cases (default: all 60)")
-    parser.add_argument("--model-cases", type=int, default=4, help="model-path cases, the smallest files (0: none)")
+    parser.add_argument("--model-cases", type=int, default=3, help="model-path cases, the smallest files (0: none)")
+    parser.add_argument("--repeat", type=int, default=2, help="rounds of (direct, LSP) per case; the fastest counts")
     parser.add_argument("--model", default=None, help="default: qwen2.5-coder-0.5b if installed, else smollm2-135m")
     parser.add_argument("--serve", action="store_true", help="start an editapply serve on loopback for the remote rows")
     parser.add_argument("--engine", metavar="URL", help="a running editapply serve for the remote rows")
