@@ -120,7 +120,9 @@ class LocalEngine:
 
     @property
     def name(self) -> str:
-        return self.model or os.environ.get("EDITAPPLY_MODEL") or "the default model"
+        from engine.loader.registry import DEFAULT_MODEL  # imports torch: only once a name is wanted
+
+        return self.model or os.environ.get("EDITAPPLY_MODEL") or DEFAULT_MODEL
 
     async def service(self, on_status: OnStatus | None = None):
         """The EngineService, loading the model on first use. A load that fails is forgotten, so

@@ -79,6 +79,11 @@ class EditApplyServer(LanguageServer):
             asyncio.ensure_future(old.close()).add_done_callback(_log_failure)
         self.settings = settings
 
+    async def close_engine(self) -> None:
+        if self._engine is not None:
+            old, self._engine = self._engine, None
+            await old.close()
+
     def show(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"editapply: {message}"))
 
@@ -144,8 +149,7 @@ def build_server() -> EditApplyServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: EditApplyServer, params: None) -> None:
-        if ls._engine is not None:
-            await ls._engine.close()
+        await ls.close_engine()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: EditApplyServer, params: types.DidChangeConfigurationParams) -> None:
