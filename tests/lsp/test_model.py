@@ -178,3 +178,16 @@ async def test_cancel_request_stops_the_engine(client: LanguageClient, editor: E
     status = await engine_idle(editor)
     assert status["kv_blocks_free"] == status["kv_blocks_total"]  # nothing holds KV blocks
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"maxTokens": None}))
+
+
+async def test_instruction_only_preview_runs_the_model(client: LanguageClient, editor: Editor):
+    """An instruction without a snippet is an instruction-only edit: the model writes it (here a
+    preview, so nothing is applied). Engine: local CI model in-process."""
+    text = "def area(w, h):\n    return w * h\n"
+    path = client.root / "area.py"
+    path.write_text(text, encoding="utf-8")
+    uri = editor.open(path, text)
+    result = await editor.execute("editapply.preview", {"uri": uri, "instruction": "Add a docstring to area"})
+    assert result["stats"]["kind"] == "instruction" and result["stats"]["path"] == "model"
+    assert result["usage"]["completion_tokens"] > 0 and isinstance(result["merged"], str)
+    assert editor.edits == [] and editor.text(uri) == text
