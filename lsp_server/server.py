@@ -7,7 +7,9 @@ One feature a module, each registering its handlers on the server `build_server`
 * apply.py: `editapply.apply`, `editapply.preview`, `editapply.applyMerged`;
 * ask.py: `editapply.ask`; status.py: `editapply.status`;
 * code_actions.py: `textDocument/codeAction` ("Apply this snippet to FILE");
-* progress.py: work-done progress for model runs; engine.py: the local or remote engine.
+* progress.py: work-done progress for model runs; engine.py: the local or remote engine;
+* without pygls, unit-tested alone: textedits.py (minimal line edits), snippets.py (fenced
+  blocks), settings.py (parsing); arguments.py and errors.py: how commands check and fail.
 
 State kept here: the settings (settings.py; `initialize` and `workspace/didChangeConfiguration`),
 the engine client they select (created on first use, replaced when the engine settings change),
