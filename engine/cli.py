@@ -1,4 +1,4 @@
-"""The `editapply` command line: models, pull, generate, apply, serve.
+"""The `editapply` command line: models, pull, generate, apply, serve, lsp.
 
 Exit codes: 0 success, 1 the job ran but its result failed a check (or a write was refused),
 2 bad input or usage (with a one-line reason on stderr).
@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_generate)
     add_apply_parser(sub)
     add_serve_parser(sub)
+    add_lsp_parser(sub)
     return parser
 
 
@@ -167,6 +168,22 @@ def add_serve_parser(sub) -> None:
                    "(default: EDITAPPLY_API_KEY)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(func=cmd_serve)
+
+
+def cmd_lsp(args) -> int:
+    from lsp_server.server import start
+
+    return start(tcp=args.tcp, log_file=args.log_file, log_level=args.log_level)
+
+
+def add_lsp_parser(sub) -> None:
+    p = sub.add_parser("lsp", help="run the language server (apply, preview and ask from any LSP editor)",
+                       description="Run the editapply language server on stdio (or TCP). Settings come from the "
+                       "client's initializationOptions; see README.md, 'The language server'.")
+    p.add_argument("--tcp", metavar="HOST:PORT", default=None, help="listen on TCP instead of stdio")
+    p.add_argument("--log-file", default=None, help="write logs here (default: stderr)")
+    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    p.set_defaults(func=cmd_lsp)
 
 
 def main(argv: list[str] | None = None) -> int:

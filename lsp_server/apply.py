@@ -1,0 +1,180 @@
+"""The apply commands (`workspace/executeCommand`), each taking one object argument:
+
+* `editapply.apply {uri, snippet?, instruction?, mode?}`: merge against the document as the
+  editor holds it (documents.py), then send `workspace/applyEdit` with minimal text edits (only
+  the changed lines, textedits.py) against the version the request started from. A result that
+  fails validation is offered with `window/showMessageRequest` ("Apply anyway" / "Cancel") and
+  applied only on "Apply anyway". Returns `{applied, edits, uri, version, path, diff, validation,
+  stats, usage}` (`path`: which path served it, deterministic or model; `edits`: text edits sent).
+* `editapply.preview {uri, snippet?, instruction?, mode?}`: the same run, nothing applied; returns
+  `{uri, version, merged, diff, validation, stats, usage}`.
+* `editapply.applyMerged {uri, version, merged}`: take a previewed text as is (no merge, no
+  validation), still version checked; the document must be open.
+
+The pipeline is engine/apply/pipeline.py: `prepare` decides the path without a model; the
+deterministic path runs here in a worker thread and never touches the engine; the model path goes
+to the engine client (engine.py) with work-done progress (progress.py). One apply at a time per
+document: a second one while one runs is refused (`busy`). The edit is checked against the
+document's version just before it is sent (`stale_version`), and sent versioned, so an editor
+also refuses it if the user typed in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, Plan, apply_edit, prepare
+from lsp_server import documents, errors
+from lsp_server.arguments import parse_args
+from lsp_server.documents import ApplyRun, Snapshot
+from lsp_server.progress import ModelProgress, figures
+from lsp_server.textedits import line_edits
+
+if TYPE_CHECKING:
+    from lsp_server.server import EditApplyServer
+
+APPLY, PREVIEW, APPLY_MERGED = "editapply.apply", "editapply.preview", "editapply.applyMerged"
+APPLY_ANYWAY, CANCEL = "Apply anyway", "Cancel"
+
+
+@dataclass(frozen=True)
+class ApplyArgs:
+    uri: str
+    snippet: str | None = None
+    instruction: str | None = None
+    mode: str | None = None
+
+
+def apply_args(command: str, args: dict) -> ApplyArgs:
+    a = parse_args(command, args, {"uri": (str,), "snippet": (str,), "instruction": (str,), "mode": (str,)}, ("uri",))
+    if a.get("mode") is not None and a["mode"] not in MODES:
+        raise JsonRpcInvalidParams(f"{command}: mode must be one of {', '.join(MODES)}, got {a['mode']!r}")
+    if not (a.get("snippet") or "").strip() and not (a.get("instruction") or "").strip():
+        raise JsonRpcInvalidParams(f"{command}: give a snippet, an instruction, or both")
+    return ApplyArgs(a["uri"], a.get("snippet"), a.get("instruction"), a.get("mode"))
+
+
+async def run_pipeline(ls: EditApplyServer, snap: Snapshot, a: ApplyArgs, verb: str) -> ApplyResult:
+    """The apply pipeline on the snapshot: deterministic here, or the model through the engine."""
+    s = ls.settings
+    req = ApplyRequest(initial_code=snap.text, edit_snippet=a.snippet, instruction=a.instruction,
+                       language=snap.language, path=snap.path, mode=a.mode or s.mode, prompt_form=s.prompt_form,
+                       max_tokens=s.max_tokens)
+    plan, result = await asyncio.to_thread(_plan, req)
+    if result is not None:
+        return result
+    async with ModelProgress(ls, f"editapply: {verb} {snap.path or snap.uri}") as progress:
+        result = await ls.engine().apply(req, plan, progress.report, progress.status)
+        progress.done(summary(result))
+    return result
+
+
+def _plan(req: ApplyRequest) -> tuple[Plan, ApplyResult | None]:
+    """The plan, and the result too when the deterministic path serves it (one worker-thread hop)."""
+    plan = prepare(req)
+    return plan, (None if plan.needs_model else apply_edit(None, req, plan=plan))
+
+
+def summary(result: ApplyResult) -> str:
+    verdict = "validation ok" if result.ok else "validation failed"
+    if result.path != "model":
+        return f"deterministic merge · {verdict}"
+    s = result.stats
+    return f"{figures(result.usage.get('completion_tokens'), s.get('tokens_per_second'), s.get('accepted_per_step'))} · {verdict}"
+
+
+async def confirm(ls: EditApplyServer, snap: Snapshot, result: ApplyResult) -> bool:
+    """Ask whether to apply a result that failed validation; only "Apply anyway" says yes."""
+    reasons = "; ".join(str(p) for p in result.validation.problems if p.severity == "error")
+    answer = await asyncio.shield(ls.window_show_message_request_async(types.ShowMessageRequestParams(
+        type=types.MessageType.Warning,
+        message=f"editapply: the edit of {snap.path or snap.uri} failed validation: {reasons}",
+        actions=[types.MessageActionItem(APPLY_ANYWAY), types.MessageActionItem(CANCEL)])))
+    return answer is not None and answer.title == APPLY_ANYWAY
+
+
+async def send_edit(ls: EditApplyServer, run: ApplyRun, snap: Snapshot, new_text: str, label: str) -> int:
+    """Send `new_text` as minimal text edits against `snap`'s version; the number of edits sent.
+    Raises CommandFailed when the document changed or the editor refuses the edit."""
+    workspace = ls.client_capabilities.workspace
+    if not (workspace and workspace.apply_edit):
+        raise errors.CommandFailed(errors.NOT_APPLIED, "this editor does not accept workspace/applyEdit; use "
+                                   f"{PREVIEW} and apply its merged text yourself")
+    documents.check_unchanged(ls, snap)
+    run.sending = True
+    encoding = str(getattr(ls.workspace.position_encoding, "value", ls.workspace.position_encoding) or "utf-16")
+    edits = [types.TextEdit(range=types.Range(start=types.Position(*e.start), end=types.Position(*e.end)),
+                            new_text=e.text) for e in line_edits(snap.text, new_text, encoding)]
+    if not edits:
+        return 0
+    if workspace.workspace_edit and workspace.workspace_edit.document_changes:
+        target = types.OptionalVersionedTextDocumentIdentifier(uri=snap.uri, version=snap.version)
+        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=target, edits=edits)])
+    else:  # the version was checked above; this client cannot check it again
+        edit = types.WorkspaceEdit(changes={snap.uri: edits})
+    # Shielded, like every request to the client: a cancel must not drop pygls' future for the
+    # answer (the answer would then fail to land and be reported as a server error).
+    response = await asyncio.shield(ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)))
+    if not response.applied:
+        why = f": {response.failure_reason}" if response.failure_reason else ""
+        raise errors.CommandFailed(errors.NOT_APPLIED, f"the editor did not apply the edit to {snap.path or snap.uri}{why}")
+    return len(edits)
+
+
+def _result(snap: Snapshot, result: ApplyResult) -> dict:
+    d = result.as_dict()
+    return {"uri": snap.uri, "version": snap.version, "diff": d["diff"], "validation": d["validation"],
+            "stats": d["stats"], "usage": d["usage"]}
+
+
+def register(server: EditApplyServer) -> None:
+    @server.command(APPLY)
+    async def apply(ls: EditApplyServer, args: dict) -> dict:
+        a = apply_args(APPLY, args)
+        run = documents.claim(ls, a.uri)
+        snap = None
+        try:
+            snap = documents.snapshot(ls, a.uri)
+            result = await run_pipeline(ls, snap, a, "apply")
+            out = {"applied": False, "path": result.path, **_result(snap, result)}
+            if result.ok or await confirm(ls, snap, result):
+                out["edits"] = await send_edit(ls, run, snap, result.merged_code, f"editapply: apply to {snap.path or snap.uri}")
+                out["applied"] = True
+            return out
+        except asyncio.CancelledError:
+            if snap is not None and (stale := run.interruption(snap.path or snap.uri, snap.version)):
+                raise stale from None
+            raise
+        finally:
+            documents.release(ls, a.uri, run)
+
+    @server.command(PREVIEW)
+    async def preview(ls: EditApplyServer, args: dict) -> dict:
+        a = apply_args(PREVIEW, args)
+        snap = documents.snapshot(ls, a.uri)
+        result = await run_pipeline(ls, snap, a, "preview")
+        return {"merged": result.merged_code, **_result(snap, result)}
+
+    @server.command(APPLY_MERGED)
+    async def apply_merged(ls: EditApplyServer, args: dict) -> dict:
+        a = parse_args(APPLY_MERGED, args, {"uri": (str,), "version": (int,), "merged": (str,)}, ("uri", "version", "merged"))
+        if len(a["merged"].encode("utf-8", "surrogatepass")) > documents.MAX_DOCUMENT_BYTES:
+            raise JsonRpcInvalidParams(f"{APPLY_MERGED}: merged is over {documents.MAX_DOCUMENT_BYTES:,} bytes")
+        run = documents.claim(ls, a["uri"])
+        try:
+            snap = documents.snapshot(ls, a["uri"])
+            if snap.version is None:
+                raise JsonRpcInvalidParams(f"{APPLY_MERGED}: {a['uri']} is not open; its version is what is checked "
+                                           f"(use {APPLY} for files that are not open)")
+            if snap.version != a["version"]:
+                raise errors.CommandFailed(errors.STALE, f"{snap.path or snap.uri} is at version {snap.version}, not "
+                                           f"{a['version']}: it changed since the preview; nothing was applied")
+            edits = await send_edit(ls, run, snap, a["merged"], f"editapply: apply to {snap.path or snap.uri}")
+            return {"applied": True, "uri": snap.uri, "version": snap.version, "edits": edits}
+        finally:
+            documents.release(ls, a["uri"], run)
