@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
@@ -78,23 +79,24 @@ def cmd_pull(args) -> int:
 def cmd_generate(args) -> int:
     from engine.config import EngineConfig
     from engine.service import open_service
-    from engine.types import Request, SamplingParams
+    from engine.types import GenerationStats, Request, SamplingParams
 
     engine = open_service(EngineConfig.from_env(model=args.model, drafter=args.drafter))
     prompt = args.prompt if args.prompt != "-" else sys.stdin.read()
     ids = engine.tokenizer.encode_chat([{"role": "user", "content": prompt}]) if not args.raw else engine.tokenizer.encode(prompt, add_special=True)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed)
-    stats = {}
+    stats, error = GenerationStats(), None
     try:
         for event in engine.generate(Request(ids, params)):
             sys.stdout.write(event.text)
             sys.stdout.flush()
-            stats = event.stats
+            stats, error = event.stats, event.error
     finally:
         engine.shutdown()
     sys.stdout.write("\n")
     if args.stats:
-        console.print_json(json.dumps(stats))
+        figures = asdict(stats) | ({"error": error} if error else {})
+        console.print_json(json.dumps(figures))
     return EXIT_OK
 
 

@@ -24,7 +24,7 @@ from engine.config import EngineConfig
 from engine.engine import EventCursor, LLMEngine
 from engine.loader import registry
 from engine.tokenizer import Tokenizer
-from engine.types import Event
+from engine.types import Event, GenerationStats
 from engine.sequence import Sequence
 from engine.types import Request
 
@@ -181,14 +181,14 @@ class EngineService:
     def _admit(self, handle: Handle) -> None:
         if handle.cancelled:
             handle.done = True
-            handle._emit(Event("cancelled", [], "", True, "cancelled", {}))
+            handle._emit(Event("cancelled", [], "", True, "cancelled", GenerationStats()))
             return
         try:
             handle.seq = self.engine.add_request(handle.request)
         except Exception as exc:
             handle.done = True
             handle.error = str(exc)
-            handle._emit(Event("rejected", [], "", True, "error", {"error": str(exc)}))
+            handle._emit(Event("rejected", [], "", True, "error", GenerationStats(), error=str(exc)))
             return
         handle._events = EventCursor(handle.seq, self.tokenizer, self.engine.eos_ids)
         self._live[id(handle.seq)] = handle
@@ -206,7 +206,7 @@ class EngineService:
             if event is None:
                 continue
             if h.error:
-                event.stats["error"] = h.error
+                event.error = h.error
             if event.finished:
                 h.done = True
                 del self._live[key]

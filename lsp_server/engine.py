@@ -26,7 +26,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import httpx
 
@@ -167,26 +167,25 @@ class LocalEngine:
     async def ask(self, documents: list[dict], question: str, max_tokens: int | None, on_progress: OnProgress,
                   on_status: OnStatus | None = None) -> Answer:
         from engine.rag import rag_request
-        from engine.types import SamplingParams
+        from engine.types import GenerationStats, SamplingParams
 
         service = await self.service(on_status)
         request = await asyncio.to_thread(rag_request, service.tokenizer, documents, question)
         room = service.cfg.max_model_len - len(request.prompt_ids)
         request.params = SamplingParams(max_tokens=max(1, min(max_tokens or ASK_MAX_TOKENS, room)))
         handle = service.submit(request, loop=asyncio.get_running_loop())  # RequestError (bad input) here
-        text, stats, finish = [], {}, None
+        text, stats, finish, error = [], GenerationStats(), None, None
         # Cancelling this task stops astream, whose cleanup cancels the handle.
         async with aclosing(service.astream(handle)) as events:
             async for event in events:
                 text.append(event.text)
-                stats, finish = event.stats, event.finish_reason
-                on_progress(RunProgress("".join(text), stats.get("generated_tokens"), stats.get("steps"),
-                                        stats.get("tokens_per_second"), stats.get("accepted_per_step"),
-                                        request.params.max_tokens))
-        if stats.get("error") or finish == "error":
-            raise EngineFailed(f"the engine failed: {stats.get('error', 'unknown error')}")
-        return Answer("".join(text), finish, {"completion_tokens": stats.get("generated_tokens", 0),
-                                              "prompt_tokens": stats.get("prompt_tokens", 0), **_figures(stats)})
+                stats, finish, error = event.stats, event.finish_reason, event.error
+                on_progress(RunProgress("".join(text), stats.generated_tokens, stats.steps, stats.tokens_per_second,
+                                        stats.accepted_per_step, request.params.max_tokens))
+        if error or finish == "error":
+            raise EngineFailed(f"the engine failed: {error or 'unknown error'}")
+        return Answer("".join(text), finish, {"completion_tokens": stats.generated_tokens,
+                                              "prompt_tokens": stats.prompt_tokens, **_figures(asdict(stats))})
 
     async def status(self) -> dict:
         loaded = self._loading is not None and self._loading.done() and self._loading.exception() is None
