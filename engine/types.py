@@ -2,9 +2,10 @@
 
 `Request` (a tokenized prompt, its `SamplingParams`, its lookup sources), `Event` (one increment
 of a request's stream, with its `GenerationStats`), `RequestError` (a request no engine can serve
-as given). Torch-free: the CLI's deterministic path, the HTTP server's handlers and the language
-server import these without loading torch, and any backend (our `LLMEngine` behind
-`EngineService`, or another behind the same `service.Engine` protocol) speaks them.
+as given), `EngineUnavailable` (an engine that cannot be reached just now). Torch-free: the
+CLI's deterministic path, the HTTP server's handlers and the language server import these
+without loading torch, and every backend (our `LLMEngine` behind `EngineService`, vLLM behind
+`backends.vllm.VLLMService`) speaks them through the `service.Engine` protocol.
 """
 
 from __future__ import annotations
@@ -68,6 +69,24 @@ class RequestError(ValueError):
     def __init__(self, message: str, code: str = "invalid_request"):
         super().__init__(message)
         self.code = code
+
+
+@dataclass(frozen=True)
+class EngineLoad:
+    """What an engine is doing now, for /health, /metrics and the overload check. A backend that
+    does not know a figure leaves it None (vLLM's KV cache lives on its own server)."""
+
+    waiting: int = 0  # requests submitted and not yet running
+    running: int = 0  # requests being generated
+    kv_blocks_total: int | None = None
+    kv_blocks_free: int | None = None
+    steps: int = 0  # engine steps run
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine cannot be reached: a remote backend (a `vllm serve`) is down, went away in the
+    middle of a request, or answered with a server error. The HTTP API answers 503; the request
+    itself may be fine and may be retried."""
 
 
 @dataclass(frozen=True)

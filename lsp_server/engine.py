@@ -1,7 +1,7 @@
 """The engine behind the language server: one small client interface, two implementations.
 
-* `LocalEngine`: the engine in this process, through `EngineService` (the Engine protocol the CLI
-  and the HTTP server use). The model is loaded on the first request that needs it, in a worker
+* `LocalEngine`: the engine of this process, through the Engine protocol the CLI and the HTTP
+  server use (`EngineService`, or a vLLM backend with the `backend` setting). The model is loaded on the first request that needs it, in a worker
   thread, once (`build_service` is the factory: a preset name or an HF folder in, a running
   service out); the deterministic path never calls the engine at all, so it never waits for it.
 * `RemoteEngine`: a running `editapply serve`, over its HTTP API: `POST /v1/apply` and
@@ -33,14 +33,11 @@ import httpx
 from engine.apply.errors import ApplyCancelled, ApplyError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Plan, Progress, apply_edit
+from engine.types import EngineUnavailable  # cannot be reached (remote, vLLM) or loaded (local)
 from lsp_server.settings import Settings
 
 ASK_MAX_TOKENS = 512  # an answer's default length (the HTTP API's /v1/rag default too)
 CONNECT_TIMEOUT_S = 5.0  # a server that does not accept the connection by then is down
-
-
-class EngineUnavailable(RuntimeError):
-    """The engine cannot be reached (remote) or loaded (local); nothing ran."""
 
 
 class EngineFailed(RuntimeError):
@@ -73,19 +70,20 @@ OnProgress = Callable[[RunProgress], None]
 OnStatus = Callable[[str], None]
 
 
-def build_service(model: str | None):
-    """A running EngineService for `model` (a preset name or an HF folder; None = EDITAPPLY_MODEL,
-    else the registry default), configured from the EDITAPPLY_* variables like every front end."""
+def build_service(model: str | None, backend: str | None = None, vllm_url: str | None = None):
+    """A running engine for `model` (a preset name or an HF folder; None = EDITAPPLY_MODEL, else
+    the registry default) on `backend` (ours, or vLLM at `vllm_url` or started here; None =
+    EDITAPPLY_BACKEND), configured from the EDITAPPLY_* variables like every front end."""
     from engine.config import EngineConfig
     from engine.service import open_service
 
-    return open_service(EngineConfig.from_env(model=model))
+    return open_service(EngineConfig.from_env(model=model, backend=backend, vllm_url=vllm_url))
 
 
 def make_engine(settings: Settings) -> "LocalEngine | RemoteEngine":
     if settings.engine == "remote":
         return RemoteEngine(settings.engine_url, settings.api_key)
-    return LocalEngine(settings.model)
+    return LocalEngine(settings.model, settings.backend, settings.vllm_url)
 
 
 class _TrackedService:
@@ -113,8 +111,8 @@ class _TrackedService:
 
 
 class LocalEngine:
-    def __init__(self, model: str | None):
-        self.model = model
+    def __init__(self, model: str | None, backend: str | None = None, vllm_url: str | None = None):
+        self.model, self.backend, self.vllm_url = model, backend, vllm_url
         self._loading: asyncio.Future | None = None
 
     @property
@@ -129,7 +127,7 @@ class LocalEngine:
         if self._loading is None or (self._loading.done() and self._loading.exception() is not None):
             if on_status is not None:
                 on_status(f"loading {self.name}")
-            self._loading = asyncio.ensure_future(asyncio.to_thread(build_service, self.model))
+            self._loading = asyncio.ensure_future(asyncio.to_thread(build_service, self.model, self.backend, self.vllm_url))
         try:
             return await asyncio.shield(self._loading)
         except (RuntimeError, OSError, ValueError) as exc:  # not installed, not a model folder, bad config
@@ -161,6 +159,8 @@ class LocalEngine:
             raise
         except ApplyCancelled:  # not by us: the engine was shut down (the settings changed)
             raise EngineFailed("the engine stopped the generation (it was shut down)") from None
+        except EngineUnavailable:  # a vLLM backend went away: say so, as for a remote engine
+            raise
         except RuntimeError as exc:  # the pipeline's "the engine failed"
             raise EngineFailed(str(exc)) from None
 
@@ -191,7 +191,7 @@ class LocalEngine:
         loaded = self._loading is not None and self._loading.done() and self._loading.exception() is None
         out = {"engine": "local", "model": self.name, "loaded": loaded}
         if loaded:
-            out.update(self._loading.result().load())
+            out.update(asdict(self._loading.result().load()))
         return out
 
     async def close(self) -> None:

@@ -28,8 +28,8 @@ from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
-from engine.types import GenerationStats, RequestError
-from engine.server.errors import APIError
+from engine.types import EngineUnavailable, GenerationStats, RequestError
+from engine.server.errors import APIError, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
 from engine.server.state import ServerState, get_state, offload
@@ -122,6 +122,8 @@ class ApplyRun:
                 raise apply_error(exc) from None
             except ApplyCancelled:
                 self.disconnected = True
+            except EngineUnavailable as exc:
+                raise unavailable(exc, self.state.settings.retry_after_s) from None
             except RuntimeError as exc:
                 raise APIError(500, f"the apply failed: {exc}") from None
         finally:

@@ -18,8 +18,8 @@ from contextlib import aclosing
 from fastapi import Request as HTTPRequest
 from starlette.responses import StreamingResponse
 
-from engine.server.errors import APIError
-from engine.types import GenerationStats
+from engine.server.errors import APIError, unavailable
+from engine.types import EngineUnavailable, GenerationStats
 
 
 def stops_of(stop: str | list[str] | None) -> tuple[str, ...]:
@@ -92,6 +92,9 @@ class Generation:
             if self.trim.stopped:
                 self.finish_reason = "stop"
             self.finished = not self.disconnected
+        except EngineUnavailable as exc:
+            self.finish_reason, self.error, self.finished = "error", str(exc), True
+            raise unavailable(exc, self.state.settings.retry_after_s) from None
         finally:
             if not self.finished:
                 service.cancel(self.handle)

@@ -77,10 +77,10 @@ class EngineCollector:
     def collect(self):
         load = self.service.load()
         merges = self.merges.load()
-        total, free = load.get("kv_blocks_total", 0), load.get("kv_blocks_free", 0)
+        total, free = load.kv_blocks_total or 0, load.kv_blocks_free or 0  # 0: a backend that does not say
         for name, doc, value in (
-            ("editapply_queue_waiting", "Requests waiting for the engine", load.get("waiting", 0)),
-            ("editapply_running", "Requests being generated", load.get("running", 0)),
+            ("editapply_queue_waiting", "Requests waiting for the engine", load.waiting),
+            ("editapply_running", "Requests being generated", load.running),
             ("editapply_kv_blocks_total", "KV cache blocks", total),
             ("editapply_kv_blocks_free", "Free KV cache blocks", free),
             ("editapply_kv_usage_ratio", "Fraction of KV cache blocks in use", (total - free) / total if total else 0.0),
@@ -88,7 +88,7 @@ class EngineCollector:
             ("editapply_merges_in_flight", "Merges running or waiting for a worker", merges["merges_in_flight"]),
         ):
             yield GaugeMetricFamily(name, doc, value=value)
-        yield CounterMetricFamily("editapply_engine_steps", "Engine steps run", value=load.get("steps", 0))
+        yield CounterMetricFamily("editapply_engine_steps", "Engine steps run", value=load.steps)
 
 
 class RequestMetrics:
