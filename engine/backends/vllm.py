@@ -18,8 +18,10 @@ What is lost against our engine: vLLM has no predicted outputs, so `Request.sour
 merge as a lookup source) cannot reach its drafter; the `draft` prompt form puts the merge in the
 prompt, where its n-gram lookup (earliest match) finds it. Stats: tokens, timings, and -- when
 vLLM reports them -- drafted and accepted tokens and the histogram of accepted drafts per step
-are vLLM's own; steps without a draft are inferred (each commits one token), and without
-vLLM's metrics the steps are the stream's chunks (one per engine step as vLLM sends them).
+are vLLM's own (its last step counts every draft it accepted, also those that `max_tokens` or a
+stop then cut, so the histogram may add up to a few tokens more than the answer); steps without a
+draft are inferred (each commits one token), and without vLLM's metrics the steps are the
+stream's chunks (one per engine step as vLLM sends them).
 """
 
 from __future__ import annotations

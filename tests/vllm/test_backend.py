@@ -40,7 +40,8 @@ def serve(vllm):
 def test_the_vllm_service_generates_what_our_engine_generates(vllm, ours):
     """Greedy, same prompt ids: the same tokens from both engines, and vLLM's figures (from its
     per-request speculation metrics) are consistent: every token after the first committed by a
-    step, accepted <= drafted, and drafting happened on a copy-heavy answer."""
+    step (vLLM's last step may count up to a block of drafts that max_tokens cut), accepted <=
+    drafted, and drafting happened on a copy-heavy answer."""
     case = dev_case()
     prompt = ours.tokenizer.encode_chat([{"role": "user", "content": "Repeat this file exactly:\n" + case["original"]}])
     answers = {}
@@ -51,7 +52,8 @@ def test_the_vllm_service_generates_what_our_engine_generates(vllm, ours):
     assert ids == our_ids and last.finished and last.finish_reason in ("stop", "length")
     s = last.stats
     assert s.generated_tokens == len(ids) and s.prompt_tokens == len(prompt)
-    assert sum(k * n for k, n in s.accepted_per_step_hist.items()) == len(ids) - 1
+    committed = sum(k * n for k, n in s.accepted_per_step_hist.items())
+    assert len(ids) - 1 <= committed <= len(ids) - 1 + 16
     assert s.steps == sum(s.accepted_per_step_hist.values()) and s.steps < len(ids) - 1
     assert 0 < s.accepted <= s.drafted and s.ttft_ms > 0 and s.tokens_per_second > 0
 
@@ -79,8 +81,8 @@ def test_serve_backend_vllm_applies_plain_and_streamed(serve, reference):
         assert result["stats"]["steps"] > 0 and result["stats"]["accepted"] > 0
         with c.stream("POST", "/v1/apply", json={**body, "stream": True}) as r:
             events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
-        deltas = [e["delta"] for e in events if "delta" in e]
-        final = [e for e in events if "merged_code" in e]
+        deltas = [e["text"] for e in events if e.get("type") == "delta"]
+        final = [e for e in events if e.get("type") == "result"]
         assert len(deltas) > 1 and len(final) == 1 and final[0]["merged_code"] == reference.merged_code
         # Deterministic applies, health and metrics need no generation and work the same.
         det = c.post("/v1/apply", json={**body, "mode": "deterministic"}).json()

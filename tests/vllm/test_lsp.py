@@ -31,7 +31,7 @@ async def test_a_model_apply_runs_on_vllm(client: LanguageClient, ours):
     uri = editor.open(path, case["original"])
     reference = apply_edit(ours, model_request(case))
     result = await editor.execute("editapply.preview", {"uri": uri, "snippet": case["update_snippet"], "mode": "model"})
-    assert result["path"] == "model" and result["merged"] == reference.merged_code
+    assert result["stats"]["path"] == "model" and result["merged"] == reference.merged_code
     assert result["usage"]["completion_tokens"] == reference.usage["completion_tokens"]
     status = await editor.execute("editapply.status", {})
     assert status["engine"]["loaded"] and status["engine"]["running"] == 0
