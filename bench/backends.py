@@ -1,18 +1,20 @@
 """The same apply requests through both backends: our engine and vLLM (its CPU build, here).
 
-    python -m bench.backends [--model qwen2.5-coder-0.5b] [--limit 4] [--levels 1 4 8] [--vllm-url URL]
-                             [--json out.json]
+    python -m bench.backends [--model qwen2.5-coder-0.5b] [--limit 4 | --ids ID ...] [--levels 1 4 8]
+                             [--vllm-url URL] [--json out.json]
 
 Every request goes through the apply pipeline with the model path forced (`mode=model`, the draft
 prompt form, greedy), through `service.open_service` with `backend` engine, then vllm -- exactly
 what `editapply serve --backend ...` runs. Without `--vllm-url` a `vllm serve` is started here on
-the same converted model folder (fp32 on a CPU, as ours; `engine/backends/vllm_serve.py`). The
-backends run one after the other, never at once: the other is shut down (or idle) meanwhile.
+the same converted model folder (fp32 on a CPU, as ours; `engine/backends/vllm_serve.py`). Both
+are opened first and then take turns, case by case and level by level, never running at once (the
+other is idle meanwhile): on a shared machine a change of speed hits both alike.
 
 Part 1, one request at a time: tokens, tokens committed per step after the first token (and the
 histogram), decode tok/s, time to first token, wall seconds, exact against `expected`, and whether
-both backends wrote the same text. Part 2, N requests at once (the cases cycled): total generated
-tokens over wall time, and the median request's seconds.
+both backends wrote the same text. Part 2, N requests at once (the cases cycled, so their prompts
+are in both backends' prefix caches by then): total generated tokens over wall time, and the
+median request's seconds.
 
 How vLLM's figures are read (engine/backends/vllm.py): tokens and timings from its stream, drafted
 and accepted tokens and the histogram of accepted drafts per verify step from its per-request
@@ -61,17 +63,26 @@ def at_once(service, cases: list[dict], n: int) -> dict:
             "p50_seconds": statistics.median(r["seconds"] for r in runs)}
 
 
-def run_backend(cfg: EngineConfig, cases: list[dict], levels: list[int]) -> dict:
-    started = time.perf_counter()
-    service = open_service(cfg)
-    ready = time.perf_counter() - started
+def run_backends(cfgs: dict[str, EngineConfig], cases: list[dict], levels: list[int], warmup: dict) -> dict[str, dict]:
+    services, results = {}, {}
     try:
-        one(service, cases[0])  # warm-up (graphs, allocator, vLLM's first request)
-        singles = [one(service, c) for c in cases]
-        loads = [at_once(service, cases, n) for n in levels]
+        for name, cfg in cfgs.items():
+            started = time.perf_counter()
+            services[name] = open_service(cfg)
+            results[name] = {"ready_seconds": time.perf_counter() - started, "singles": [], "levels": []}
+            one(services[name], warmup)  # graphs, allocator, vLLM's first request; not a measured case
+        for case in cases:
+            for name, service in services.items():
+                results[name]["singles"].append(one(service, case))
+            print(f"{case['id']}: done", flush=True)
+        for n in levels:
+            for name, service in services.items():
+                results[name]["levels"].append(at_once(service, cases, n))
+            print(f"{n} at once: done", flush=True)
     finally:
-        service.shutdown()
-    return {"ready_seconds": ready, "singles": singles, "levels": loads}
+        for service in services.values():
+            service.shutdown()
+    return results
 
 
 def merged_hist(runs: list[dict]) -> dict[int, int]:
@@ -114,17 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--limit", type=int, default=4, help="dev cases (an even spread over the set by size)")
+    ap.add_argument("--ids", nargs="*", default=None, help="these dev cases instead")
     ap.add_argument("--levels", type=int, nargs="*", default=[1, 4, 8], help="concurrent requests")
     ap.add_argument("--vllm-url", default=None, help="a running `vllm serve` of the same model (default: start one)")
     ap.add_argument("--backends", nargs="+", default=["engine", "vllm"], choices=["engine", "vllm"])
     ap.add_argument("--json", default=None, help="write the per-case records here")
     args = ap.parse_args(argv)
-    cases = load_cases(DEV_SET, args.limit)
-    results = {}
-    for backend in args.backends:
-        cfg = EngineConfig.from_env(model=args.model, backend=backend, vllm_url=args.vllm_url if backend == "vllm" else None)
-        results[backend] = run_backend(cfg, cases, args.levels)
-        print(f"{backend}: done", flush=True)
+    cases = load_cases(DEV_SET, None if args.ids else args.limit, args.ids)
+    warmup = next(c for c in load_cases(DEV_SET) if c not in cases)
+    cfgs = {backend: EngineConfig.from_env(model=args.model, backend=backend,
+                                           vllm_url=args.vllm_url if backend == "vllm" else None)
+            for backend in args.backends}
+    results = run_backends(cfgs, cases, args.levels, warmup)
     text = report(args.model, results, cases)
     print(text)
     if args.json:

@@ -20,7 +20,7 @@ def test_local_engine_and_model():
     settings, problems = parse({"engine": "local", "model": "smollm2-135m", "mode": "deterministic",
                                 "promptForm": "rewrite", "maxTokens": 300})
     assert problems == []
-    assert settings == Settings("local", "smollm2-135m", None, None, "deterministic", "rewrite", 300)
+    assert settings == Settings("local", "smollm2-135m", mode="deterministic", prompt_form="rewrite", max_tokens=300)
 
 
 def test_an_engine_url_means_remote_and_a_section_is_read():
@@ -68,3 +68,13 @@ def test_updates_merge_and_null_restores_the_default():
 def test_engine_key_changes_only_with_the_engine():
     a, b = parse({"model": "m", "mode": "model"})[0], parse({"model": "m"})[0]
     assert a.engine_key() == b.engine_key() != parse({"model": "n"})[0].engine_key()
+
+
+def test_the_vllm_backend_and_its_url():
+    """backend/vllmUrl choose who generates for the local engine; a change of either is a new engine."""
+    settings, problems = parse({"backend": "vllm", "vllmUrl": "http://gpu-host:8001/"})
+    assert problems == [] and (settings.backend, settings.vllm_url) == ("vllm", "http://gpu-host:8001")
+    assert settings.engine_key() != DEFAULTS.engine_key() and "on vLLM at http://gpu-host:8001" in settings.describe()
+    settings, problems = parse({"backend": "tgi", "vllmUrl": "gpu-host"})
+    assert settings == DEFAULTS and [p.split(":")[0] for p in problems] == ["editapply setting backend",
+                                                                             "editapply setting vllmUrl"]
