@@ -25,7 +25,7 @@ from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, make_drafter
 from engine.spec.verify import parse_output, verify_coupled, verify_greedy, verify_sampled
 from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 from engine.tokenizer import IncrementalDecoder
-from engine.types import Event, Request, RequestError
+from engine.types import Event, Request, RequestError, check_prompt_length
 
 
 class EventCursor:
@@ -68,12 +68,8 @@ class LLMEngine:
 
     def check_request(self, request: Request) -> None:
         """Raise RequestError if `request` can never run on this engine."""
+        check_prompt_length(request.prompt_ids, self.cfg.max_model_len)
         n = len(request.prompt_ids)
-        if n == 0:
-            raise RequestError("empty prompt")
-        if n + 1 > self.cfg.max_model_len:
-            raise RequestError(f"prompt is {n} tokens; the context limit is {self.cfg.max_model_len}",
-                               "context_length_exceeded")
         if self.kv.blocks_for(n + self.cfg.verify_tokens) > self.kv.num_blocks:
             raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv.num_blocks * self.kv.block_size} tokens)",
                                "context_length_exceeded")

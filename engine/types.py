@@ -71,6 +71,15 @@ class RequestError(ValueError):
         self.code = code
 
 
+def check_prompt_length(prompt_ids: list[int], max_model_len: int) -> None:
+    """Raise RequestError for a prompt no engine of this context can start (every backend's rule)."""
+    n = len(prompt_ids)
+    if n == 0:
+        raise RequestError("empty prompt")
+    if n + 1 > max_model_len:
+        raise RequestError(f"prompt is {n} tokens; the context limit is {max_model_len}", "context_length_exceeded")
+
+
 @dataclass(frozen=True)
 class EngineLoad:
     """What an engine is doing now, for /health, /metrics and the overload check. A backend that

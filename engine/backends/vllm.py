@@ -39,7 +39,8 @@ from pathlib import Path
 import httpx
 
 from engine.backends import vllm_serve
-from engine.types import EngineLoad, EngineUnavailable, Event, GenerationStats, Request, RequestError
+from engine.types import (EngineLoad, EngineUnavailable, Event, GenerationStats, Request, RequestError,
+                          check_prompt_length)
 
 CONNECT_TIMEOUT_S = 10.0
 PROBE = "def f(x):\n\treturn x + 1  # ok ✓\n"  # tokenized by both sides: the same tokenizer or not
@@ -188,12 +189,7 @@ class VLLMService:
     def submit(self, request: Request, loop: asyncio.AbstractEventLoop | None = None) -> VLLMHandle:
         """A handle for `request`; the request goes out when its stream is read. Raises
         RequestError at once for a request that can never run."""
-        n = len(request.prompt_ids)
-        if n == 0:
-            raise RequestError("empty prompt")
-        if n + 1 > self.cfg.max_model_len:
-            raise RequestError(f"prompt is {n} tokens; the context limit is {self.cfg.max_model_len}",
-                               "context_length_exceeded")
+        check_prompt_length(request.prompt_ids, self.cfg.max_model_len)
         return VLLMHandle(request, f"vllm-{next(_ids)}")
 
     def stream(self, handle: VLLMHandle) -> Iterator[Event]:
