@@ -285,3 +285,14 @@ async def test_engine_down(client: LanguageClient, editor: Editor):
     assert result["applied"] and editor.text(other) == case["expected"] and editor.text(uri) == SHAPES
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"engineUrl": None,
                                                                                           "engine": "local"}))
+
+
+async def test_status_says_whether_the_model_is_installed(client: LanguageClient, editor: Editor, tmp_path):
+    """editapply.status names the local engine's model and whether a load can find it (a pulled
+    preset, or an existing folder), without loading it: what :checkhealth editapply reports.
+    Engine: local, never loaded."""
+    for model, installed in ((str(tmp_path / "no-such-model"), False), (str(tmp_path), True)):
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"model": model}))
+        engine = (await editor.execute("editapply.status", {}))["engine"]
+        assert engine == {"reachable": True, "engine": "local", "model": model, "installed": installed, "loaded": False}
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"model": None}))
