@@ -7,7 +7,10 @@ used through its user commands against the real `editapply lsp` (nvim/spec.lua p
 * `:checkhealth editapply` passes with the server installed, and says what is missing without it
   (the command, or a reachable engine).
 
-Engine: none (the dev cases take the deterministic path; health asks the server's status only).
+* `:EditApplyAsk` streams the model's answer into a split; `:EditApplyCancel` stops a model run.
+
+Engine: none for the dev cases (the deterministic path) and health (the server's status only);
+the local CI model for ask and cancel.
 The last test runs the same preview in Neovim's real UI in a terminal (tmux), and keeps its
 screenshot (rendered by Chromium) for the README.
 """
@@ -23,7 +26,8 @@ import pytest
 
 from tests.editor_clients.conftest import CHROMIUM, CLIENTS, EDITAPPLY, HERE, dev_case, keep_screenshot
 from tests.editor_clients.terminal import Terminal, screenshot
-from tests.lsp.conftest import closed_port
+from tests.conftest import CI_MODEL
+from tests.lsp.conftest import CI_ENGINE_ENV, closed_port
 
 SPEC = HERE / "nvim" / "spec.lua"
 RUN_TIMEOUT_S = 180
@@ -109,6 +113,35 @@ def test_preview_then_reject(nvim: Path, tmp_path: Path):
     assert errors(report) == []
     assert text(report["after"]) == case["original"] and report["after"]["modified"] is False
     assert report["windows_after"] == 1
+
+
+def test_ask_streams_into_a_split(nvim: Path, tmp_path: Path, ci_model_dir):
+    """`:EditApplyAsk`: the model's answer fills a markdown split; progress reports came with token
+    figures, and the statusline function showed them meanwhile. Engine: local CI model."""
+    case = dev_case("golang/groupcache@e2abff3bea")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "ask", tmp_path, env=CI_ENGINE_ENV, file=str(file), question="What does this file define?",
+                      cmd=[EDITAPPLY, "lsp"], settings={"model": CI_MODEL, "maxTokens": 48})
+    assert errors(report) == []
+    answer = report["answer"]["lines"]
+    assert answer[0] == "# What does this file define?" and "".join(answer[2:]).strip() not in ("", "…")
+    assert report["current"] is True  # the cursor stays in the file
+    assert any("ask (1 document) (:EditApplyCancel to stop)" in m["message"] for m in report["messages"])
+    assert report["reports"] and "tokens ·" in report["reports"][0]["message"]
+    assert report["reports"][0]["status"].startswith("editapply: ask (1 document) ")
+
+
+def test_cancel_stops_a_model_apply(nvim: Path, tmp_path: Path, ci_model_dir):
+    """`:EditApplyCancel` while the model writes an apply: the command ends as cancelled, nothing
+    is applied, and the statusline is clear again. Engine: local CI model."""
+    case = dev_case("golang/groupcache@41bb18bfe9")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "cancel", tmp_path, env=CI_ENGINE_ENV, file=str(file), snippet=case["update_snippet"],
+                      cmd=[EDITAPPLY, "lsp"], settings={"model": CI_MODEL, "mode": "model"})
+    assert errors(report) == []
+    assert any(m["message"] == "editapply: cancelling 1 request" for m in report["messages"])
+    assert text(report["after"]) == case["original"] and report["after"]["modified"] is False
+    assert report["status_after"] == ""
 
 
 def health(report: dict) -> str:

@@ -7,8 +7,10 @@ and the real `editapply lsp` behind it.
   saving it), and nothing was written before the save.
 * Preview -> Accept: "editapply: Preview Apply" opens the diff editor and leaves the document alone;
   Accept (the diff editor's title button) applies the merged text through editapply.applyMerged.
+* Progress and cancel: "editapply: Ask About This File" runs the model; its progress is a
+  notification with the figures and a Cancel button, which stops it.
 
-Engine: none (the dev cases take the deterministic path). The extension's pure logic has its own
+Engine: none for the dev cases (the deterministic path); the local CI model for the ask. The extension's pure logic has its own
 unit tests (editor_clients/vscode/test, node's test runner: `npm test` there).
 """
 
@@ -25,8 +27,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CI_MODEL
 from tests.editor_clients.conftest import (CHROMIUM, CLIENTS, EDITAPPLY, HERE, dev_case, free_port, keep_screenshot,
                                            require)
+from tests.lsp.conftest import CI_ENGINE_ENV
 
 E2E = HERE / "vscode"
 CODE_SERVER = E2E / "node_modules" / ".bin" / "code-server"
@@ -36,6 +40,7 @@ DRIVE_TIMEOUT_S = 300
 
 USER_SETTINGS = {
     "editapply.server.command": [EDITAPPLY, "lsp"],
+    "editapply.model": CI_MODEL,  # loaded only by the model run (the ask)
     "editapply.trace.server": "messages",  # the LSP traffic lands in the output channel's log
     "workbench.startupEditor": "none",  # else the welcome page takes the keystrokes
     "workbench.colorTheme": "Default Dark Modern",
@@ -63,7 +68,7 @@ def code_server(tmp_path_factory) -> CodeServer:
     require(VSIX, "the extension's .vsix")
     require(CHROMIUM, "Debian's chromium")
     home = tmp_path_factory.mktemp("code-server")
-    env = {**os.environ, "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data")}
+    env = {**os.environ, **CI_ENGINE_ENV, "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data")}
     dirs = ["--user-data-dir", str(home / "user"), "--extensions-dir", str(home / "extensions")]
     subprocess.run([CODE_SERVER, *dirs, "--install-extension", VSIX], env=env, check=True, capture_output=True,
                    timeout=START_TIMEOUT_S)
@@ -103,9 +108,9 @@ def wait_for_http(url: str, process: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"code-server did not answer at {url}: {log.read_text()[-2000:]}")
 
 
-def drive(server: CodeServer, scenario: str, file: Path, snippet: str, out: Path) -> dict:
+def drive(server: CodeServer, scenario: str, file: Path, snippet: str, out: Path, question: str = "") -> dict:
     """Run vscode/drive.mjs for `scenario` on `file`; its report (see drive.mjs)."""
-    config = {"url": server.url, "file": str(file), "snippet": snippet, "scenario": scenario,
+    config = {"url": server.url, "file": str(file), "snippet": snippet, "scenario": scenario, "question": question,
               "chromium": str(CHROMIUM), "report": str(out / "report.json"),
               "screenshot": str(out / f"{scenario}.png"), "failureScreenshot": str(out / "failure.png")}
     (out / "config.json").write_text(json.dumps(config))
@@ -151,3 +156,17 @@ def test_preview_then_accept(code_server: CodeServer, tmp_path: Path):
     assert report["fileTabDirtyDuringPreview"] is False and report["diskDuringPreview"] == case["original"]
     assert report["diskBeforeSave"] == case["original"]
     assert report["saved"] == case["expected"]
+
+
+def test_model_progress_shows_and_cancels(code_server: CodeServer, tmp_path: Path, ci_model_dir):
+    """"editapply: Ask About This File" runs the model: a progress notification with the run's
+    figures (tokens, tok/s, tokens/step) and a Cancel button; Cancel stops it, and the status bar
+    says so. Engine: local CI model."""
+    case = dev_case("tj/commander.js@a9967826ca")
+    file = write_case(code_server, case)
+    report = drive(code_server, "cancel", file, "", tmp_path,
+                   question="Repeat this file, line by line, from its first line to its last.")
+    keep_screenshot(tmp_path / "cancel.png", "vscode-progress.png")
+    assert "editapply: ask (1 document)" in report["progress"] and "tokens/step" in report["progress"]
+    assert report["toastsAfterCancel"] == 0
+    assert report["saved"] == case["original"]

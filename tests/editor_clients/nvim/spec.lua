@@ -1,13 +1,15 @@
 -- Headless Neovim running the editapply plugin the way a user does (its user commands, against the
 -- real `editapply lsp`), then writing what it saw to a JSON report for test_neovim.py.
 --   nvim --headless -u NONE -i NONE -n -l spec.lua SCENARIO CONFIG.json
--- CONFIG: {plugin, out, file?, snippet?, cmd?, settings?}. Scenarios:
+-- CONFIG: {plugin, out, file?, snippet?, language?, question?, cmd?, settings?}. Scenarios:
 --   apply      the snippet on the clipboard ("+"), :EditApply in the file's buffer
 --   selection  the snippet in a chat buffer's fenced block, selected, :'<,'>EditApply (the file's
 --              buffer is in the previous window)
 --   preview    :EditApplyPreview, the report taken before and after `a` in the diff window
 --   reject     :EditApplyPreview, then `q`
 --   health     :checkhealth editapply
+--   ask        :EditApplyAsk {question} (the model): the answer in a split, progress on the way
+--   cancel     :EditApply on the model path, :EditApplyCancel at its first progress report
 local scenario, config_path = arg[1], arg[2]
 local config = vim.json.decode(table.concat(vim.fn.readfile(config_path), "\n"))
 local TIMEOUT_MS = 60000
@@ -108,6 +110,36 @@ if scenario == "preview" or scenario == "reject" then
     timeout = wait("the accepted edit", function() return said("applied") or failed() end)
   end
   return finish(timeout or { after = buffer(target), windows_after = #vim.api.nvim_tabpage_list_wins(0) })
+end
+
+-- Model runs (the CI model): what the progress looked like to the user.
+local editapply = require("editapply")
+local reports = {}
+table.insert(editapply.progress_listeners, function(_, value)
+  if value.kind == "report" and (value.message or ""):find("tok/s") then
+    table.insert(reports, { message = value.message, status = editapply.status() })
+  end
+end)
+
+if scenario == "ask" then
+  vim.cmd("EditApplyAsk " .. config.question)
+  local current = vim.api.nvim_get_current_buf() == target
+  local answer_buf = vim.fn.bufnr("^editapply://ask/")
+  local timeout = wait("the answer", function() return said("^editapply: ask .*tokens/step") or failed() end)
+  return finish(timeout or { answer = buffer(answer_buf), reports = reports, current = current })
+end
+
+if scenario == "cancel" then
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApply")
+  local timeout = wait("a progress report", function() return #reports > 0 or failed() end)
+  if timeout or failed() then
+    return finish(timeout)
+  end
+  vim.cmd("EditApplyCancel")
+  -- The request's answer (RequestCancelled) is not passed on by Neovim; the progress ends "cancelled".
+  timeout = wait("the cancel", function() return said(": cancelled$") or failed() end)
+  return finish(timeout or { after = buffer(target), reports = reports, status_after = editapply.status() })
 end
 
 finish({ error = "unknown scenario " .. tostring(scenario) })

@@ -3,8 +3,8 @@
 // command palette, and for a preview click Accept in the diff editor's title. Writes what it saw
 // as JSON (test_vscode.py asserts on it) and screenshots.
 //
-//   node drive.mjs CONFIG.json      CONFIG: {url, file, snippet, scenario: "apply" | "preview",
-//                                            chromium, report, screenshot, failureScreenshot}
+//   node drive.mjs CONFIG.json      CONFIG: {url, file, snippet, question, chromium, report, screenshot,
+//                                            failureScreenshot, scenario: "apply" | "preview" | "cancel"}
 import { readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { chromium } from "playwright-core";
@@ -68,6 +68,20 @@ try {
     step("applied");
     await page.screenshot({ path: config.screenshot });
     report.saved = await saveAndRead();
+  } else if (config.scenario === "cancel") {
+    // A model run: its progress is a notification with a Cancel button (src/progress.ts).
+    await palette("editapply: Ask About This File");
+    await page.locator(".quick-input-widget input").fill(config.question);
+    await page.keyboard.press("Enter");
+    const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "editapply: ask" });
+    await toast.getByText("tok/s").first().waitFor(); // the figures of a running generation
+    report.progress = await toast.innerText();
+    step("progress");
+    await page.screenshot({ path: config.screenshot });
+    await toast.getByRole("button", { name: "Cancel" }).click();
+    await page.locator(".statusbar", { hasText: "editapply: cancelled" }).waitFor();
+    report.toastsAfterCancel = await page.locator(".notifications-toasts .notification-toast", { hasText: "editapply: ask" }).count();
+    report.saved = disk();
   } else {
     await palette("editapply: Preview Apply");
     const diff = page.locator(".monaco-diff-editor").first();
