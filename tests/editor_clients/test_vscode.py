@@ -52,6 +52,7 @@ USER_SETTINGS = {
     "git.enabled": False,
     "diffEditor.hideUnchangedRegions.enabled": True,  # both hunks of a preview on one screen
     "window.commandCenter": False,
+    "editor.minimap.enabled": False,
 }
 
 
