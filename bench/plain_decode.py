@@ -38,13 +38,13 @@ def ours(model: str, ids: list[int], n: int) -> dict:
     params = SamplingParams(max_tokens=n, ignore_eos=True)
     list(engine.generate(Request(ids, SamplingParams(max_tokens=4, ignore_eos=True))))  # warm-up
     t = time.perf_counter()
-    out, stats = [], {}
+    out = []
     for ev in engine.generate(Request(ids, params)):
         out.extend(ev.token_ids)
         stats = ev.stats
     total = time.perf_counter() - t
-    return {"tokens": out, "seconds": total, "ttft_s": stats["ttft_ms"] / 1000,
-            "decode_tok_s": (len(out) - 1) / (total - stats["ttft_ms"] / 1000)}
+    return {"tokens": out, "seconds": total, "ttft_s": stats.ttft_ms / 1000,
+            "decode_tok_s": (len(out) - 1) / (total - stats.ttft_ms / 1000)}
 
 
 def transformers_generate(model: str, ids: list[int], n: int, device, dtype) -> dict:

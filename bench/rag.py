@@ -25,7 +25,7 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import kv_bytes_per_token
 from engine.rag import rag_request
-from engine.types import SamplingParams
+from engine.types import GenerationStats, SamplingParams
 from engine.types import Request
 from engine.spec.drafters import make_drafter
 
@@ -48,13 +48,14 @@ def build_document(tok, n_tokens: int) -> tuple[str, list[str]]:
     return doc, list(dict.fromkeys(names))
 
 
-def ask(engine, doc: str, question: str, max_tokens: int) -> dict:
+def ask(engine, doc: str, question: str, max_tokens: int) -> tuple[GenerationStats, str]:
+    """The answer's stats and text."""
     req = rag_request(engine.tokenizer, [{"id": "code", "text": doc}], question, SamplingParams(max_tokens=max_tokens))
-    stats, ids = {}, []
+    ids = []
     for ev in engine.generate(req):
         stats = ev.stats
         ids.extend(ev.token_ids)
-    return {**stats, "answer": engine.tokenizer.decode(ids)}
+    return stats, engine.tokenizer.decode(ids)
 
 
 def host_overhead(engine, doc: str, questions: list[str]) -> list[float]:
@@ -84,12 +85,12 @@ def workload(model: str, doc_tokens: int, questions: int, max_tokens: int) -> di
     gc.freeze()  # as EngineService does for a server's lifetime
     rows, answers = [], []
     for i, q in enumerate(qs):
-        s = ask(engine, doc, q, max_tokens)
-        rows.append({"question": i + 1, "prompt_tokens": s["prompt_tokens"], "cached": s["cached_prompt_tokens"],
-                     "ttft_ms": s["ttft_ms"], "tokens": s["generated_tokens"], "steps": s["steps"],
-                     "per_step": s["accepted_per_step"], "tok_s": s["tokens_per_second"]})
+        s, answer = ask(engine, doc, q, max_tokens)
+        rows.append({"question": i + 1, "prompt_tokens": s.prompt_tokens, "cached": s.cached_prompt_tokens,
+                     "ttft_ms": s.ttft_ms, "tokens": s.generated_tokens, "steps": s.steps,
+                     "per_step": s.accepted_per_step, "tok_s": s.tokens_per_second})
         print(rows[-1], flush=True)
-        answers.append({"question": q, "answer": s["answer"]})
+        answers.append({"question": q, "answer": answer})
     host = host_overhead(engine, doc, qs)
     gc.unfreeze()
     first, later = rows[0]["ttft_ms"], sorted(r["ttft_ms"] for r in rows[1:])

@@ -66,19 +66,19 @@ def run_ours(engine: LLMEngine, cases: list[dict], drafter: str, k: int, use_pre
             sources = {"prediction": c["prediction"], **sources}
         req = Request(c["prompt_ids"], SamplingParams(max_tokens=c["max_tokens"]), sources=sources,
                       drafter=drafter, verify_tokens=k)
-        toks, stats = [], {}
+        toks = []
         for ev in engine.generate(req):
             toks.extend(ev.token_ids)
             stats = ev.stats
         outputs[c["id"]] = toks
-        for kk, v in stats["accepted_per_step_hist"].items():
-            hist[int(kk)] = hist.get(int(kk), 0) + v
-        gen += stats["generated_tokens"]
-        steps += stats["steps"]
-        drafted += stats["drafted"]
-        accepted += stats["accepted"]
-        total_s += stats["seconds"]
-        decode_s += stats["seconds"] - stats["ttft_ms"] / 1000
+        for kk, v in stats.accepted_per_step_hist.items():
+            hist[kk] = hist.get(kk, 0) + v
+        gen += stats.generated_tokens
+        steps += stats.steps
+        drafted += stats.drafted
+        accepted += stats.accepted
+        total_s += stats.seconds
+        decode_s += stats.seconds - stats.ttft_ms / 1000
     return {"outputs": outputs, "tokens": gen, "steps": steps, "hist": hist, "drafted": drafted,
             "accepted": accepted, "decode_s": decode_s, "total_s": total_s,
             "decode_tok_s": (gen - len(cases)) / decode_s}

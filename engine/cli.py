@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from dataclasses import asdict
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
@@ -78,23 +80,24 @@ def cmd_pull(args) -> int:
 def cmd_generate(args) -> int:
     from engine.config import EngineConfig
     from engine.service import open_service
-    from engine.types import Request, SamplingParams
+    from engine.types import GenerationStats, Request, SamplingParams
 
     engine = open_service(EngineConfig.from_env(model=args.model, drafter=args.drafter))
     prompt = args.prompt if args.prompt != "-" else sys.stdin.read()
     ids = engine.tokenizer.encode_chat([{"role": "user", "content": prompt}]) if not args.raw else engine.tokenizer.encode(prompt, add_special=True)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed)
-    stats = {}
+    stats, error = GenerationStats(), None
     try:
         for event in engine.generate(Request(ids, params)):
             sys.stdout.write(event.text)
             sys.stdout.flush()
-            stats = event.stats
+            stats, error = event.stats, event.error
     finally:
         engine.shutdown()
     sys.stdout.write("\n")
     if args.stats:
-        console.print_json(json.dumps(stats))
+        figures = asdict(stats) | ({"error": error} if error else {})
+        console.print_json(json.dumps(figures))
     return EXIT_OK
 
 
@@ -126,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_apply_parser(sub)
     add_serve_parser(sub)
     add_lsp_parser(sub)
+    add_vllm_command_parser(sub)
     return parser
 
 
@@ -143,6 +147,7 @@ def add_apply_parser(sub) -> None:
     p.add_argument("--no-model", action="store_true", help="short for --mode deterministic")
     p.add_argument("--model", default=None, help="model preset or HF folder (default: EDITAPPLY_MODEL or the registry default)")
     p.add_argument("--engine", metavar="URL", help="use a running `editapply serve` at URL instead of loading a model")
+    add_backend_args(p)
     p.add_argument("--prompt-form", choices=("rewrite", "draft"), default=None, help="apply prompt form (default: draft)")
     p.add_argument("--language", default=None, help="override the language detected from the file name")
     p.add_argument("--max-tokens", type=int, default=None, help="cap on generated tokens (default: the expected size + a margin)")
@@ -152,10 +157,18 @@ def add_apply_parser(sub) -> None:
     p.set_defaults(func=cmd_apply)
 
 
+def add_backend_args(p) -> None:
+    p.add_argument("--backend", choices=("engine", "vllm"), default=None,
+                   help="who generates: engine (ours, in this process; the default, or EDITAPPLY_BACKEND) or vllm")
+    p.add_argument("--vllm-url", metavar="URL", default=None, help="with --backend vllm: a running `vllm serve` "
+                   "(default: EDITAPPLY_VLLM_URL; none: start one here for --model, EDITAPPLY_VLLM_ARGS added)")
+
+
 def cmd_serve(args) -> int:
     from engine.server.serve import serve
 
-    return serve(model=args.model, host=args.host, port=args.port, api_key=args.api_key, log_level=args.log_level)
+    return serve(model=args.model, host=args.host, port=args.port, api_key=args.api_key, log_level=args.log_level,
+                 backend=args.backend, vllm_url=args.vllm_url)
 
 
 def add_serve_parser(sub) -> None:
@@ -167,7 +180,42 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every route but /health "
                    "(default: EDITAPPLY_API_KEY)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    add_backend_args(p)
     p.set_defaults(func=cmd_serve)
+
+
+def cmd_vllm_command(args) -> int:
+    from engine.backends.vllm_serve import count_params_b, recommend
+    from engine.loader import registry
+
+    model = args.model or registry.DEFAULT_MODEL
+    preset = registry.PRESETS.get(model)
+    folder = registry.model_dir(model) if preset else Path(model) if Path(model).is_dir() else None
+    try:
+        params = args.params_b or count_params_b(model, folder)
+        print(recommend(model, preset.hf_repo if preset else model, Path(model).name, params, args.gpus, args.nodes,
+                        args.gpu_memory_gb, args.max_model_len, args.speculator, args.port), end="")
+    except ValueError as exc:
+        print(f"editapply: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_vllm_command_parser(sub) -> None:
+    p = sub.add_parser("vllm-command", help="print the recommended `vllm serve` command for a model and a GPU count",
+                       description="Print a `vllm serve` command line (tensor/data/pipeline parallel sizes, Ray for "
+                       "several nodes, the speculative config) and the `editapply serve --backend vllm` to put in front.")
+    p.add_argument("--model", default=None, help="preset, HF folder or Hugging Face repo id (default: the registry default)")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes (default 1; more than one uses Ray)")
+    p.add_argument("--gpu-memory-gb", type=float, default=80.0, help="memory of one GPU (default 80)")
+    p.add_argument("--max-model-len", type=int, default=32768, help="context per request (default 32768)")
+    p.add_argument("--speculator", choices=("ngram", "suffix"), default="ngram",
+                   help="ngram (default; built into vLLM) or suffix (needs arctic-inference)")
+    p.add_argument("--params-b", type=float, default=None, help="billions of parameters, when the model's size "
+                   "cannot be read from its folder or name")
+    p.add_argument("--port", type=int, default=8001)
+    p.set_defaults(func=cmd_vllm_command)
 
 
 def cmd_lsp(args) -> int:

@@ -13,6 +13,7 @@ import torch
 
 from engine.loader.registry import DEFAULT_MODEL
 
+BACKENDS = ("engine", "vllm")
 DRAFTERS = ("lookup", "ngram-earliest", "pld", "none")
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -46,8 +47,19 @@ class EngineConfig:
     sampled_verify: str = "coupled"
     enforce_eager: bool = False  # no CUDA graphs
     seed: int = 0
+    # Which engine generates (engine/backends): "engine" (ours, in this process) or "vllm" (a
+    # `vllm serve`, for deployments beyond one GPU; the fields above then only name the model).
+    backend: str = "engine"
+    vllm_url: str = ""  # backend vllm: a running `vllm serve` (http://host:port); empty = start one here
+    vllm_api_key: str = ""  # its --api-key, when it has one
+    vllm_python: str = ""  # the python with vllm installed, to start one (empty: ./.venv-vllm, else python3)
+    vllm_args: str = ""  # more `vllm serve` arguments when editapply starts it (shell words)
 
     def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.vllm_url and not self.vllm_url.startswith(("http://", "https://")):
+            raise ValueError(f"vllm_url must be an http:// or https:// URL, got {self.vllm_url!r}")
         if self.drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
         if not 1 <= self.verify_tokens <= 64:

@@ -45,7 +45,7 @@ class EventCursor:
         self.sent = len(seq.tokens)
         visible = [t for t in new if t not in self.eos_ids]
         text = self.decoder.push(visible) if visible else ""
-        return Event(seq.id, new, text, seq.is_finished, seq.finish_reason, seq.stats.as_dict())
+        return Event(seq.id, new, text, seq.is_finished, seq.finish_reason, seq.stats.snapshot())
 
 
 class LLMEngine:

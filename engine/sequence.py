@@ -9,7 +9,7 @@ from enum import Enum
 
 import torch
 
-from engine.types import Request
+from engine.types import GenerationStats, Request
 
 
 class Status(Enum):
@@ -20,7 +20,8 @@ class Status(Enum):
 
 @dataclass
 class Stats:
-    """Per-request speculative-decoding statistics, reported with every stream event."""
+    """Per-request speculative-decoding statistics, accumulated as the request runs; `snapshot()` is
+    what every stream event reports."""
 
     prompt_tokens: int = 0
     generated: int = 0
@@ -57,21 +58,22 @@ class Stats:
         # Decode speed after the first token, as serving engines report it.
         return (self.generated - 1) / (end - start) if self.generated > 1 and end > start else 0.0
 
-    def as_dict(self) -> dict:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "cached_prompt_tokens": self.cached_prompt_tokens,
-            "generated_tokens": self.generated,
-            "steps": self.steps,
-            "drafted": self.drafted,
-            "accepted": self.accepted,
-            "accepted_per_step": round(self.accepted_per_step, 3),
-            "accepted_per_step_hist": dict(sorted(self.committed_hist.items())),
-            "acceptance_rate": round(self.accepted / self.drafted, 4) if self.drafted else None,
-            "ttft_ms": None if self.ttft_ms is None else round(self.ttft_ms, 2),
-            "tokens_per_second": round(self.tokens_per_second, 2),
-            "seconds": round((self.t_end or time.perf_counter()) - self.t_start, 4),
-        }
+    def snapshot(self) -> GenerationStats:
+        """The figures so far, as every stream event reports them."""
+        return GenerationStats(
+            prompt_tokens=self.prompt_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            generated_tokens=self.generated,
+            steps=self.steps,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            accepted_per_step=round(self.accepted_per_step, 3),
+            accepted_per_step_hist=dict(sorted(self.committed_hist.items())),
+            acceptance_rate=round(self.accepted / self.drafted, 4) if self.drafted else None,
+            ttft_ms=None if self.ttft_ms is None else round(self.ttft_ms, 2),
+            tokens_per_second=round(self.tokens_per_second, 2),
+            seconds=round((self.t_end or time.perf_counter()) - self.t_start, 4),
+        )
 
 
 _ids = itertools.count()

@@ -7,7 +7,8 @@ language server call this; `LLMEngine` does the stepping, one step for all runni
 (continuous batching). They get one from `open_service(config)`, and a model's tokenizer alone
 (to check a prompt's length before any weights load) from `tokenizer_for(config)`; what they
 submit and read back are the torch-free types of `engine/types.py`. They never build an
-`LLMEngine` or look up the model registry themselves: a second backend implements `Engine`.
+`LLMEngine` or look up the model registry themselves: `open_service` picks the backend
+(`EngineConfig.backend`), and `engine/backends/vllm.py` implements `Engine` over a vLLM server.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ from engine.config import EngineConfig
 from engine.engine import EventCursor, LLMEngine
 from engine.loader import registry
 from engine.tokenizer import Tokenizer
-from engine.types import Event
 from engine.sequence import Sequence
-from engine.types import Request
+from engine.types import EngineLoad, Event, GenerationStats, Request
 
 
 class Engine(Protocol):
@@ -36,10 +36,12 @@ class Engine(Protocol):
     tokenizer: object
     cfg: object
 
-    def submit(self, request: Request) -> "Handle": ...
+    def submit(self, request: Request, loop: asyncio.AbstractEventLoop | None = None) -> "Handle": ...
     def stream(self, handle: "Handle") -> Iterator[Event]: ...
     def astream(self, handle: "Handle") -> AsyncIterator[Event]: ...
     def cancel(self, handle: "Handle") -> None: ...
+    def load(self) -> EngineLoad: ...
+    def shutdown(self) -> None: ...
 
 
 @dataclass
@@ -134,15 +136,10 @@ class EngineService:
         return self.stream(self.submit(request))
 
     # ---- state for /health and /metrics ----------------------------------------------------
-    def load(self) -> dict:
+    def load(self) -> EngineLoad:
         kv = self.engine.kv
-        return {
-            "waiting": len(self.engine.waiting) + len(self._pending),
-            "running": len(self.engine.running),
-            "kv_blocks_total": kv.num_blocks,
-            "kv_blocks_free": kv.allocator.num_free,
-            "steps": self.steps,
-        }
+        return EngineLoad(waiting=len(self.engine.waiting) + len(self._pending), running=len(self.engine.running),
+                          kv_blocks_total=kv.num_blocks, kv_blocks_free=kv.allocator.num_free, steps=self.steps)
 
     def shutdown(self) -> None:
         with self._lock:
@@ -181,14 +178,14 @@ class EngineService:
     def _admit(self, handle: Handle) -> None:
         if handle.cancelled:
             handle.done = True
-            handle._emit(Event("cancelled", [], "", True, "cancelled", {}))
+            handle._emit(Event("cancelled", [], "", True, "cancelled", GenerationStats()))
             return
         try:
             handle.seq = self.engine.add_request(handle.request)
         except Exception as exc:
             handle.done = True
             handle.error = str(exc)
-            handle._emit(Event("rejected", [], "", True, "error", {"error": str(exc)}))
+            handle._emit(Event("rejected", [], "", True, "error", GenerationStats(), error=str(exc)))
             return
         handle._events = EventCursor(handle.seq, self.tokenizer, self.engine.eos_ids)
         self._live[id(handle.seq)] = handle
@@ -206,20 +203,28 @@ class EngineService:
             if event is None:
                 continue
             if h.error:
-                event.stats["error"] = h.error
+                event.error = h.error
             if event.finished:
                 h.done = True
                 del self._live[key]
             h._emit(event)
 
 
-def open_service(cfg: EngineConfig) -> EngineService:
-    """The engine `cfg` describes, loaded and stepping in its service thread. Raises what
-    loading raises: `RuntimeError` (not installed), `OSError`, `ValueError` (a bad folder or
-    config)."""
+def open_service(cfg: EngineConfig) -> Engine:
+    """The engine `cfg` describes, ready for requests: ours, loaded and stepping in its service
+    thread, or (`backend` vllm) a `vllm serve` it connects to or starts. Raises what loading
+    raises: `RuntimeError` (not installed; `EngineUnavailable`: vLLM not reachable), `OSError`,
+    `ValueError` (a bad folder or config)."""
+    if cfg.backend == "vllm":
+        from engine.backends.vllm import open_vllm
+
+        return open_vllm(cfg, tokenizer_for(cfg))
     return EngineService(LLMEngine(cfg))
 
 
 def tokenizer_for(cfg: EngineConfig) -> Tokenizer:
-    """The tokenizer of `cfg`'s model, without its weights (seconds less than loading them)."""
+    """The tokenizer of `cfg`'s model, without its weights (seconds less than loading them; with
+    backend vllm the weights need not be here at all)."""
+    if cfg.backend == "vllm":
+        return Tokenizer(registry.tokenizer_folder(cfg.model))
     return Tokenizer(registry.resolve(cfg.model))

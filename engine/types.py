@@ -1,10 +1,11 @@
 """The types every front end shares with every engine: what a caller submits and what comes back.
 
 `Request` (a tokenized prompt, its `SamplingParams`, its lookup sources), `Event` (one increment
-of a request's stream), `RequestError` (a request no engine can serve as given). Torch-free: the
-CLI's deterministic path, the HTTP server's handlers and the language server import these without
-loading torch, and any backend (our `LLMEngine` behind `EngineService`, or another behind the same
-`service.Engine` protocol) speaks them.
+of a request's stream, with its `GenerationStats`), `RequestError` (a request no engine can serve
+as given), `EngineUnavailable` (an engine that cannot be reached just now). Torch-free: the
+CLI's deterministic path, the HTTP server's handlers and the language server import these
+without loading torch, and every backend (our `LLMEngine` behind `EngineService`, vLLM behind
+`backends.vllm.VLLMService`) speaks them through the `service.Engine` protocol.
 """
 
 from __future__ import annotations
@@ -70,13 +71,71 @@ class RequestError(ValueError):
         self.code = code
 
 
+@dataclass(frozen=True)
+class EngineLoad:
+    """What an engine is doing now, for /health, /metrics and the overload check. A backend that
+    does not know a figure leaves it None (vLLM's KV cache lives on its own server)."""
+
+    waiting: int = 0  # requests submitted and not yet running
+    running: int = 0  # requests being generated
+    kv_blocks_total: int | None = None
+    kv_blocks_free: int | None = None
+    steps: int = 0  # engine steps run
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine cannot be reached: a remote backend (a `vllm serve`) is down, went away in the
+    middle of a request, or answered with a server error. The HTTP API answers 503; the request
+    itself may be fine and may be retried."""
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    """A request's generation figures so far, sent with every `Event` (the last event's are final).
+
+    prompt_tokens: the prompt's length in tokens.
+    cached_prompt_tokens: prompt tokens whose K/V came from the prefix cache (not computed again).
+    generated_tokens: tokens generated (committed to the output), end-of-sequence included.
+    steps: verify/decode steps after the prefill.
+    drafted: draft tokens proposed by the drafter.
+    accepted: draft tokens verification accepted.
+    accepted_per_step: mean tokens committed per step (accepted drafts + the bonus/recovered
+        token), rounded to 3 decimals.
+    accepted_per_step_hist: tokens committed in one step -> how many steps committed that many,
+        by ascending key.
+    acceptance_rate: accepted / drafted, rounded to 4 decimals; None while nothing was drafted.
+    ttft_ms: milliseconds from the request's arrival at the engine (queueing included) to its
+        first token, rounded to 2 decimals; None before that token.
+    tokens_per_second: decode speed after the first token, rounded to 2 decimals; 0.0 before a
+        second token.
+    seconds: from the request's arrival at the engine to its last token (to now while it runs),
+        rounded to 4 decimals.
+
+    A request the engine never took (cancelled before, or refused) reports the defaults."""
+
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    generated_tokens: int = 0
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    accepted_per_step: float = 0.0
+    accepted_per_step_hist: dict[int, int] = field(default_factory=dict)
+    acceptance_rate: float | None = None
+    ttft_ms: float | None = None
+    tokens_per_second: float = 0.0
+    seconds: float = 0.0
+
+
 @dataclass
 class Event:
-    """One increment of a request's stream."""
+    """One increment of a request's stream. `error` is the engine's message when the request
+    failed (`finish_reason` "error")."""
 
     seq_id: str
     token_ids: list[int]
     text: str
     finished: bool
     finish_reason: str | None
-    stats: dict
+    stats: GenerationStats
+    error: str | None = None

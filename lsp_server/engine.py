@@ -1,7 +1,7 @@
 """The engine behind the language server: one small client interface, two implementations.
 
-* `LocalEngine`: the engine in this process, through `EngineService` (the Engine protocol the CLI
-  and the HTTP server use). The model is loaded on the first request that needs it, in a worker
+* `LocalEngine`: the engine of this process, through the Engine protocol the CLI and the HTTP
+  server use (`EngineService`, or a vLLM backend with the `backend` setting). The model is loaded on the first request that needs it, in a worker
   thread, once (`build_service` is the factory: a preset name or an HF folder in, a running
   service out); the deterministic path never calls the engine at all, so it never waits for it.
 * `RemoteEngine`: a running `editapply serve`, over its HTTP API: `POST /v1/apply` and
@@ -26,21 +26,18 @@ import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import httpx
 
 from engine.apply.errors import ApplyCancelled, ApplyError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Plan, Progress, apply_edit
+from engine.types import EngineUnavailable  # cannot be reached (remote, vLLM) or loaded (local)
 from lsp_server.settings import Settings
 
 ASK_MAX_TOKENS = 512  # an answer's default length (the HTTP API's /v1/rag default too)
 CONNECT_TIMEOUT_S = 5.0  # a server that does not accept the connection by then is down
-
-
-class EngineUnavailable(RuntimeError):
-    """The engine cannot be reached (remote) or loaded (local); nothing ran."""
 
 
 class EngineFailed(RuntimeError):
@@ -73,19 +70,20 @@ OnProgress = Callable[[RunProgress], None]
 OnStatus = Callable[[str], None]
 
 
-def build_service(model: str | None):
-    """A running EngineService for `model` (a preset name or an HF folder; None = EDITAPPLY_MODEL,
-    else the registry default), configured from the EDITAPPLY_* variables like every front end."""
+def build_service(model: str | None, backend: str | None = None, vllm_url: str | None = None):
+    """A running engine for `model` (a preset name or an HF folder; None = EDITAPPLY_MODEL, else
+    the registry default) on `backend` (ours, or vLLM at `vllm_url` or started here; None =
+    EDITAPPLY_BACKEND), configured from the EDITAPPLY_* variables like every front end."""
     from engine.config import EngineConfig
     from engine.service import open_service
 
-    return open_service(EngineConfig.from_env(model=model))
+    return open_service(EngineConfig.from_env(model=model, backend=backend, vllm_url=vllm_url))
 
 
 def make_engine(settings: Settings) -> "LocalEngine | RemoteEngine":
     if settings.engine == "remote":
         return RemoteEngine(settings.engine_url, settings.api_key)
-    return LocalEngine(settings.model)
+    return LocalEngine(settings.model, settings.backend, settings.vllm_url)
 
 
 class _TrackedService:
@@ -113,8 +111,8 @@ class _TrackedService:
 
 
 class LocalEngine:
-    def __init__(self, model: str | None):
-        self.model = model
+    def __init__(self, model: str | None, backend: str | None = None, vllm_url: str | None = None):
+        self.model, self.backend, self.vllm_url = model, backend, vllm_url
         self._loading: asyncio.Future | None = None
 
     @property
@@ -129,7 +127,7 @@ class LocalEngine:
         if self._loading is None or (self._loading.done() and self._loading.exception() is not None):
             if on_status is not None:
                 on_status(f"loading {self.name}")
-            self._loading = asyncio.ensure_future(asyncio.to_thread(build_service, self.model))
+            self._loading = asyncio.ensure_future(asyncio.to_thread(build_service, self.model, self.backend, self.vllm_url))
         try:
             return await asyncio.shield(self._loading)
         except (RuntimeError, OSError, ValueError) as exc:  # not installed, not a model folder, bad config
@@ -161,32 +159,33 @@ class LocalEngine:
             raise
         except ApplyCancelled:  # not by us: the engine was shut down (the settings changed)
             raise EngineFailed("the engine stopped the generation (it was shut down)") from None
+        except EngineUnavailable:  # a vLLM backend went away: say so, as for a remote engine
+            raise
         except RuntimeError as exc:  # the pipeline's "the engine failed"
             raise EngineFailed(str(exc)) from None
 
     async def ask(self, documents: list[dict], question: str, max_tokens: int | None, on_progress: OnProgress,
                   on_status: OnStatus | None = None) -> Answer:
         from engine.rag import rag_request
-        from engine.types import SamplingParams
+        from engine.types import GenerationStats, SamplingParams
 
         service = await self.service(on_status)
         request = await asyncio.to_thread(rag_request, service.tokenizer, documents, question)
         room = service.cfg.max_model_len - len(request.prompt_ids)
         request.params = SamplingParams(max_tokens=max(1, min(max_tokens or ASK_MAX_TOKENS, room)))
         handle = service.submit(request, loop=asyncio.get_running_loop())  # RequestError (bad input) here
-        text, stats, finish = [], {}, None
+        text, stats, finish, error = [], GenerationStats(), None, None
         # Cancelling this task stops astream, whose cleanup cancels the handle.
         async with aclosing(service.astream(handle)) as events:
             async for event in events:
                 text.append(event.text)
-                stats, finish = event.stats, event.finish_reason
-                on_progress(RunProgress("".join(text), stats.get("generated_tokens"), stats.get("steps"),
-                                        stats.get("tokens_per_second"), stats.get("accepted_per_step"),
-                                        request.params.max_tokens))
-        if stats.get("error") or finish == "error":
-            raise EngineFailed(f"the engine failed: {stats.get('error', 'unknown error')}")
-        return Answer("".join(text), finish, {"completion_tokens": stats.get("generated_tokens", 0),
-                                              "prompt_tokens": stats.get("prompt_tokens", 0), **_figures(stats)})
+                stats, finish, error = event.stats, event.finish_reason, event.error
+                on_progress(RunProgress("".join(text), stats.generated_tokens, stats.steps, stats.tokens_per_second,
+                                        stats.accepted_per_step, request.params.max_tokens))
+        if error or finish == "error":
+            raise EngineFailed(f"the engine failed: {error or 'unknown error'}")
+        return Answer("".join(text), finish, {"completion_tokens": stats.generated_tokens,
+                                              "prompt_tokens": stats.prompt_tokens, **_figures(asdict(stats))})
 
     async def status(self) -> dict:
         from engine.loader.registry import PRESETS, is_installed
@@ -197,7 +196,7 @@ class LocalEngine:
         installed = is_installed(name) if name in PRESETS else os.path.isdir(os.path.expanduser(name))
         out = {"engine": "local", "model": name, "installed": installed, "loaded": loaded}
         if loaded:
-            out.update(self._loading.result().load())
+            out.update(asdict(self._loading.result().load()))
         return out
 
     async def close(self) -> None:

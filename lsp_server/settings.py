@@ -8,6 +8,8 @@ VS Code sends a namespaced configuration):
 | --- | --- | --- |
 | `engine` | `local` (`remote` when `engineUrl` is set) | `local`: the engine runs in this process; `remote`: a running `editapply serve` |
 | `model` | `null` (= `EDITAPPLY_MODEL`, else the registry default) | the local engine's model: a preset name or an HF folder |
+| `backend` | `null` (= `EDITAPPLY_BACKEND`, else `engine`) | who generates for the local engine: `engine` (ours, in this process) or `vllm` |
+| `vllmUrl` | `null` (= `EDITAPPLY_VLLM_URL`) | with backend `vllm`: a running `vllm serve`; none = one started here for `model` |
 | `engineUrl` | `null` | the `editapply serve` to use, e.g. `http://127.0.0.1:8000` |
 | `apiKey` | `null` (= `EDITAPPLY_API_KEY`) | bearer token for `engineUrl` |
 | `mode` | `auto` | `auto`, `model` or `deterministic` (see engine/apply/pipeline.py) |
@@ -31,14 +33,17 @@ from prompts.apply import FORMS
 ENGINES = ("local", "remote")
 SECTION = "editapply"
 # camelCase key -> field name
-KEYS = {"engine": "engine", "model": "model", "engineUrl": "engine_url", "apiKey": "api_key", "mode": "mode",
-        "promptForm": "prompt_form", "maxTokens": "max_tokens"}
+KEYS = {"engine": "engine", "model": "model", "backend": "backend", "vllmUrl": "vllm_url", "engineUrl": "engine_url",
+        "apiKey": "api_key", "mode": "mode", "promptForm": "prompt_form", "maxTokens": "max_tokens"}
+BACKENDS = ("engine", "vllm")
 
 
 @dataclass(frozen=True)
 class Settings:
     engine: str = "local"  # local | remote
     model: str | None = None
+    backend: str | None = None  # engine | vllm (None: EDITAPPLY_BACKEND)
+    vllm_url: str | None = None
     engine_url: str | None = None
     api_key: str | None = None
     mode: str = "auto"
@@ -47,10 +52,15 @@ class Settings:
 
     def engine_key(self) -> tuple:
         """What identifies the engine these settings ask for: a change means a new engine client."""
-        return (self.engine, self.model) if self.engine == "local" else (self.engine, self.engine_url, self.api_key)
+        if self.engine == "local":
+            return self.engine, self.model, self.backend, self.vllm_url
+        return self.engine, self.engine_url, self.api_key
 
     def describe(self) -> str:
-        return f"local engine, model {self.model or 'default'}" if self.engine == "local" else f"engine at {self.engine_url}"
+        if self.engine == "remote":
+            return f"engine at {self.engine_url}"
+        on = f" on vLLM at {self.vllm_url}" if self.vllm_url else " on vLLM" if self.backend == "vllm" else ""
+        return f"local engine, model {self.model or 'default'}{on}"
 
 
 DEFAULTS = Settings()
@@ -95,6 +105,8 @@ def _check(key: str, value: Any) -> tuple[Any, str | None]:
     """(the value to use, None) or (None, what is wrong with it)."""
     if key == "engine":
         return (value, None) if value in ENGINES else (None, f"must be one of {', '.join(ENGINES)}")
+    if key == "backend":
+        return (value, None) if value in BACKENDS else (None, f"must be one of {', '.join(BACKENDS)}")
     if key == "mode":
         return (value, None) if value in MODES else (None, f"must be one of {', '.join(MODES)}")
     if key == "promptForm":
@@ -104,7 +116,7 @@ def _check(key: str, value: Any) -> tuple[Any, str | None]:
         return (value, None) if ok else (None, "must be a positive integer")
     if not isinstance(value, str) or not value.strip():
         return None, "must be a non-empty string"
-    if key == "engineUrl":
+    if key in ("engineUrl", "vllmUrl"):
         url = urlparse(value)
         if url.scheme not in ("http", "https") or not url.netloc:
             return None, "must be an http(s) URL such as http://127.0.0.1:8000"

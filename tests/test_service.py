@@ -39,7 +39,7 @@ def test_async_stream_and_final_stats(service):
         return [ev async for ev in service.astream(h)]
 
     events = asyncio.run(run())
-    assert events[-1].finished and events[-1].stats["generated_tokens"] == sum(len(e.token_ids) for e in events)
+    assert events[-1].finished and events[-1].stats.generated_tokens == sum(len(e.token_ids) for e in events)
 
 
 def test_cancel_frees_blocks(service):
@@ -58,3 +58,23 @@ def test_bad_request_is_refused_at_submit(service):
         service.submit(Request([1] * 5000))
     with pytest.raises(RequestError, match="empty prompt"):
         service.submit(Request([]))
+
+
+def test_engine_failures_end_the_stream_with_their_error(service, monkeypatch):
+    """A failed admission or step ends the request with finish_reason "error" and `Event.error`."""
+    ids = prompt(service, "Say hi.")
+
+    def fail(*_):
+        raise RuntimeError("boom")
+
+    with monkeypatch.context() as m:
+        m.setattr(service.engine, "add_request", fail)
+        last = list(service.generate(Request(ids, SamplingParams(max_tokens=4))))[-1]
+    assert last.finish_reason == "error" and last.error == "boom" and last.stats.generated_tokens == 0
+    with monkeypatch.context() as m:
+        m.setattr(service.engine, "step", fail)
+        last = list(service.generate(Request(ids, SamplingParams(max_tokens=4))))[-1]
+    assert last.finish_reason == "error" and last.error == "RuntimeError: boom"
+    assert last.stats.prompt_tokens == len(ids)
+    ok = list(service.generate(Request(ids, SamplingParams(max_tokens=4))))[-1]
+    assert ok.error is None and ok.stats.generated_tokens > 0

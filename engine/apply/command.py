@@ -41,6 +41,8 @@ def run_apply(args, err: Console) -> int:
                            args.prompt_form, args.max_tokens)
         if snippet is None and not (args.instruction or "").strip():
             raise ApplyError("nothing to apply: give a SNIPPET file (or - for stdin), or --instruction")
+        if args.engine and (args.backend or args.vllm_url):
+            raise ApplyError("--engine (an editapply server) and --backend/--vllm-url (who generates here) do not go together")
         if args.write:
             check_writable(args.file)  # before any work: a read-only file is not written, forced or not
         result = _remote(args, req) if args.engine else _local(args, req, err)
@@ -92,8 +94,8 @@ def _tokenizer(args):
     from engine.config import EngineConfig
     from engine.service import tokenizer_for
 
-    cfg = EngineConfig.from_env(model=args.model)
     try:
+        cfg = EngineConfig.from_env(model=args.model, backend=args.backend, vllm_url=args.vllm_url)
         return cfg, tokenizer_for(cfg)
     except (RuntimeError, ValueError, OSError) as exc:  # not installed, not a model folder
         raise ApplyError(str(exc)) from None
@@ -115,14 +117,20 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
     if tokenizer is None:  # mode auto, and the merge was not trusted
         cfg, tokenizer = _tokenizer(args)
         limits.check_context(req, tokenizer, cfg.max_model_len)
-    job = build_job(plan, tokenizer, cfg.max_model_len, req.prompt_form or DEFAULT_PROMPT_FORM,
-                    req.max_tokens, req.use_prediction)
+    form = req.prompt_form or DEFAULT_PROMPT_FORM
+    job = build_job(plan, tokenizer, cfg.max_model_len, form, req.max_tokens, req.use_prediction)
     err.print(f"{plan.reason}: the model writes the file", markup=False, highlight=False, soft_wrap=True, style="dim")
-    with err.status(f"loading {os.path.basename(str(cfg.model).rstrip('/'))}"):
+    name = os.path.basename(str(cfg.model).rstrip('/'))
+    doing = f"connecting to vLLM at {cfg.vllm_url}" if cfg.vllm_url else f"starting vLLM for {name}" \
+        if cfg.backend == "vllm" else f"loading {name}"
+    with err.status(doing):
         from engine.service import open_service
 
         engine = open_service(cfg)
     try:
+        if engine.cfg.max_model_len != cfg.max_model_len:  # a vLLM server's own context decides
+            limits.check_context(req, tokenizer, engine.cfg.max_model_len)
+            job = build_job(plan, tokenizer, engine.cfg.max_model_len, form, req.max_tokens, req.use_prediction)
         first = Text(f"prefilling {job.prompt_tokens} prompt tokens ...", style="dim")
         with Live(first, console=err, transient=True, refresh_per_second=8) as live:
             return apply_edit(engine, req, on_progress=lambda p: live.update(_progress_line(p, job.max_tokens)),

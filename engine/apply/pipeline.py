@@ -46,6 +46,7 @@ from engine.apply.model_path import ModelJob, build_job, closed, finish
 from engine.apply.fences import excerpts
 from engine.apply.targets import Region, find_region
 from engine.apply.validate import Validation, validate
+from engine.types import GenerationStats
 from prompts.apply import FORMS
 
 MODES = ("auto", "model", "deterministic")
@@ -146,7 +147,7 @@ class Progress:
     steps: int
     tokens_per_second: float
     accepted_per_step: float
-    stats: dict = field(default_factory=dict)
+    stats: GenerationStats
 
 
 @dataclass
@@ -264,7 +265,7 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
     form = req.prompt_form or DEFAULT_PROMPT_FORM
     job = job or build_job(plan, engine.tokenizer, engine.cfg.max_model_len, form, req.max_tokens, req.use_prediction)
     tokens: list[int] = []
-    stats: dict = {}
+    stats = GenerationStats(prompt_tokens=job.prompt_tokens)
     finish_reason = None
     started = time.perf_counter()  # a caller may have loaded the model since `prepare`
     events = engine.stream(engine.submit(job.request))
@@ -272,12 +273,12 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
         for event in events:
             tokens.extend(event.token_ids)
             stats, finish_reason = event.stats, event.finish_reason
-            if stats.get("error") or finish_reason == "error":
-                raise RuntimeError(f"the engine failed: {stats.get('error', 'unknown error')}")
+            if event.error or finish_reason == "error":
+                raise RuntimeError(f"the engine failed: {event.error or 'unknown error'}")
             if finish_reason == "cancelled":
                 raise ApplyCancelled("the generation was cancelled")
-            yield Progress(event.text, stats.get("generated_tokens", len(tokens)), stats.get("steps", 0),
-                           stats.get("tokens_per_second", 0.0), stats.get("accepted_per_step", 0.0), stats)
+            yield Progress(event.text, stats.generated_tokens, stats.steps, stats.tokens_per_second,
+                           stats.accepted_per_step, stats)
     finally:
         events.close()  # a generation still running is cancelled
     answer = engine.tokenizer.decode(tokens)
@@ -296,12 +297,12 @@ def _deterministic_result(plan: Plan, note: Problem | None = None) -> ApplyResul
     if note is not None:
         problems.append(note)
     validation = Validation.of(problems)
-    stats = _stats(plan, "deterministic", {}, None, None, plan.started)
+    stats = _stats(plan, "deterministic", GenerationStats(), None, None, plan.started)
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
     return ApplyResult(text, unified_diff(original, text, _label(plan.request.path)), validation, usage, stats)
 
 
-def _model_result(plan: Plan, job: ModelJob, answer: str, stats: dict, finish_reason: str | None,
+def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats, finish_reason: str | None,
                   started: float) -> ApplyResult:
     req = plan.request
     original = req.initial_code
@@ -311,13 +312,11 @@ def _model_result(plan: Plan, job: ModelJob, answer: str, stats: dict, finish_re
                      merge=plan.merge)
     problems = list(check.problems)
     if not closed(job, answer):
-        problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.get('generated_tokens', 0)} "
+        problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.generated_tokens} "
                                    f"tokens (max_tokens {job.max_tokens}) before the end of the file"))
     validation = Validation.of(problems)
-    drafted, accepted = stats.get("drafted", 0), stats.get("accepted", 0)
-    usage = {"prompt_tokens": stats.get("prompt_tokens", job.prompt_tokens),
-             "completion_tokens": stats.get("generated_tokens", 0),
-             "accepted_prediction_tokens": accepted, "rejected_prediction_tokens": drafted - accepted}
+    usage = {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
+             "accepted_prediction_tokens": stats.accepted, "rejected_prediction_tokens": stats.drafted - stats.accepted}
     out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started)
     out["max_tokens"] = job.max_tokens
     return ApplyResult(text, unified_diff(original, text, _label(req.path)), validation, usage, out)
@@ -328,16 +327,16 @@ def _label(path: str | None) -> str:
     return os.path.normpath(path).replace(os.sep, "/").lstrip("/") if path else "file"
 
 
-def _stats(plan: Plan, path: str, engine_stats: dict, finish_reason: str | None, form: str | None,
+def _stats(plan: Plan, path: str, engine_stats: GenerationStats, finish_reason: str | None, form: str | None,
            started: float) -> dict:
     """The result's stats: the engine's figures, which path served it and why, and `seconds`
     (the merge for the deterministic path; submission to the last token for the model path)."""
     return {
-        "steps": engine_stats.get("steps", 0),
-        "accepted_per_step": engine_stats.get("accepted_per_step", 0.0),
-        "accepted_per_step_hist": engine_stats.get("accepted_per_step_hist", {}),
-        "tokens_per_second": engine_stats.get("tokens_per_second", 0.0),
-        "ttft_ms": engine_stats.get("ttft_ms"),
+        "steps": engine_stats.steps,
+        "accepted_per_step": engine_stats.accepted_per_step,
+        "accepted_per_step_hist": engine_stats.accepted_per_step_hist,
+        "tokens_per_second": engine_stats.tokens_per_second,
+        "ttft_ms": engine_stats.ttft_ms,
         "path": path,
         "merge_status": plan.merge_status,
         "merge_confidence": plan.confidence,
@@ -347,7 +346,7 @@ def _stats(plan: Plan, path: str, engine_stats: dict, finish_reason: str | None,
         "kind": plan.kind,
         "prompt_form": form,
         "finish_reason": finish_reason,
-        "drafted": engine_stats.get("drafted", 0),
-        "accepted": engine_stats.get("accepted", 0),
+        "drafted": engine_stats.drafted,
+        "accepted": engine_stats.accepted,
         "seconds": round(time.perf_counter() - started, 4),
     }

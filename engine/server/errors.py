@@ -47,6 +47,13 @@ class APIError(Exception):
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
+def unavailable(exc: Exception, retry_after_s: int = 2) -> APIError:
+    """503 for an engine that cannot be reached (a vLLM backend down or gone mid-request); the
+    server itself stays up and the request may be retried."""
+    return APIError(503, f"the engine is unavailable: {exc}", code="engine_unavailable",
+                    headers={"Retry-After": str(retry_after_s)})
+
+
 def validation_error(exc: RequestValidationError) -> APIError:
     """FastAPI's list of pydantic errors -> one APIError saying which field, what and why."""
     errors = exc.errors()

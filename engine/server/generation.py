@@ -18,7 +18,8 @@ from contextlib import aclosing
 from fastapi import Request as HTTPRequest
 from starlette.responses import StreamingResponse
 
-from engine.server.errors import APIError
+from engine.server.errors import APIError, unavailable
+from engine.types import EngineUnavailable, GenerationStats
 
 
 def stops_of(stop: str | list[str] | None) -> tuple[str, ...]:
@@ -65,13 +66,14 @@ class Generation:
         self.route = route
         self.trim = StopTrimmer(stop)
         self.finish_reason: str | None = None
-        self.stats: dict = {}
+        self.stats: GenerationStats | None = None  # the last event's
+        self.error: str | None = None
         self.finished = False
         self.disconnected = False
         self._recorded = False
 
     async def deltas(self) -> AsyncIterator[str]:
-        """Text deltas until the request finishes; then `finish_reason` and `stats` are set."""
+        """Text deltas until the request finishes; then `finish_reason`, `stats` and `error` are set."""
         service = self.state.service
         try:
             async for event in service.astream(self.handle):
@@ -79,7 +81,7 @@ class Generation:
                 if text:
                     yield text
                 if event.finished:  # the last event: astream ends after it
-                    self.finish_reason, self.stats = event.finish_reason, event.stats
+                    self.finish_reason, self.stats, self.error = event.finish_reason, event.stats, event.error
                 elif self.trim.stopped:
                     # A stop string the engine's own check has not seen yet: stop paying for tokens.
                     service.cancel(self.handle)
@@ -90,6 +92,9 @@ class Generation:
             if self.trim.stopped:
                 self.finish_reason = "stop"
             self.finished = not self.disconnected
+        except EngineUnavailable as exc:
+            self.finish_reason, self.error, self.finished = "error", str(exc), True
+            raise unavailable(exc, self.state.settings.retry_after_s) from None
         finally:
             if not self.finished:
                 service.cancel(self.handle)
@@ -110,8 +115,8 @@ class Generation:
         self.state.service.cancel(self.handle)
 
     def raise_for_error(self) -> None:
-        if self.finish_reason == "error" or self.stats.get("error"):
-            raise APIError(500, f"generation failed in the engine: {self.stats.get('error', 'unknown error')}")
+        if self.finish_reason == "error" or self.error:
+            raise APIError(500, f"generation failed in the engine: {self.error or 'unknown error'}")
 
     def _record(self) -> None:
         if self._recorded:
@@ -137,29 +142,29 @@ def watch_disconnect(http: HTTPRequest, on_disconnect) -> asyncio.Task:
     return asyncio.create_task(watch())
 
 
-def usage(stats: dict) -> dict:
+def usage(stats: GenerationStats) -> dict:
     """OpenAI's usage object from engine stats. Predicted-output counts are the lookup drafts that
     verification accepted / rejected (the prediction is the drafter's first source)."""
-    prompt, completion = stats.get("prompt_tokens", 0), stats.get("generated_tokens", 0)
-    accepted = stats.get("accepted", 0)
     return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": stats.get("cached_prompt_tokens", 0)},
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.generated_tokens,
+        "total_tokens": stats.prompt_tokens + stats.generated_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_prompt_tokens},
         "completion_tokens_details": {
-            "accepted_prediction_tokens": accepted,
-            "rejected_prediction_tokens": stats.get("drafted", 0) - accepted,
+            "accepted_prediction_tokens": stats.accepted,
+            "rejected_prediction_tokens": stats.drafted - stats.accepted,
             "reasoning_tokens": 0,
         },
     }
 
 
-def public_stats(stats: dict) -> dict:
-    """The speculative-decoding stats a response reports (engine stats minus internals)."""
-    keys = ("steps", "drafted", "accepted", "accepted_per_step", "accepted_per_step_hist", "acceptance_rate",
-            "ttft_ms", "tokens_per_second", "seconds")
-    return {k: stats[k] for k in keys if k in stats}
+def public_stats(stats: GenerationStats) -> dict:
+    """The speculative-decoding stats a response reports (engine stats minus the token counts,
+    which `usage` reports)."""
+    return {"steps": stats.steps, "drafted": stats.drafted, "accepted": stats.accepted,
+            "accepted_per_step": stats.accepted_per_step, "accepted_per_step_hist": stats.accepted_per_step_hist,
+            "acceptance_rate": stats.acceptance_rate, "ttft_ms": stats.ttft_ms,
+            "tokens_per_second": stats.tokens_per_second, "seconds": stats.seconds}
 
 
 def sse(payload: dict | str) -> str:

@@ -22,6 +22,8 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from engine.types import GenerationStats
+
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300)
 STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 15, 16, 24, 32, 48, 64)
 
@@ -45,20 +47,21 @@ class Metrics:
         self.finished = Counter("editapply_requests_finished", "Generations by how they ended", ["route", "reason"], registry=r)
         r.register(EngineCollector(service, merges))
 
-    def observe_generation(self, route: str, stats: dict, reason: str | None) -> None:
-        """Record one finished (or abandoned) generation from its engine stats."""
+    def observe_generation(self, route: str, stats: GenerationStats | None, reason: str | None) -> None:
+        """Record one finished (or abandoned) generation from its engine stats (None: it has none,
+        e.g. the client left before the engine's last event)."""
         self.finished.labels(route, reason or "unknown").inc()
-        if not stats:
+        if stats is None:
             return
-        self.prompt_tokens.labels(route).inc(stats.get("prompt_tokens") or 0)
-        self.generated.labels(route).inc(stats.get("generated_tokens") or 0)
-        self.drafted.labels(route).inc(stats.get("drafted") or 0)
-        self.accepted.labels(route).inc(stats.get("accepted") or 0)
-        if stats.get("ttft_ms") is not None:
-            self.ttft.labels(route).observe(stats["ttft_ms"] / 1000)
-        for k, n in (stats.get("accepted_per_step_hist") or {}).items():
-            for _ in range(int(n)):
-                self.per_step.observe(int(k))
+        self.prompt_tokens.labels(route).inc(stats.prompt_tokens)
+        self.generated.labels(route).inc(stats.generated_tokens)
+        self.drafted.labels(route).inc(stats.drafted)
+        self.accepted.labels(route).inc(stats.accepted)
+        if stats.ttft_ms is not None:
+            self.ttft.labels(route).observe(stats.ttft_ms / 1000)
+        for k, n in stats.accepted_per_step_hist.items():
+            for _ in range(n):
+                self.per_step.observe(k)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -74,10 +77,10 @@ class EngineCollector:
     def collect(self):
         load = self.service.load()
         merges = self.merges.load()
-        total, free = load.get("kv_blocks_total", 0), load.get("kv_blocks_free", 0)
+        total, free = load.kv_blocks_total or 0, load.kv_blocks_free or 0  # 0: a backend that does not say
         for name, doc, value in (
-            ("editapply_queue_waiting", "Requests waiting for the engine", load.get("waiting", 0)),
-            ("editapply_running", "Requests being generated", load.get("running", 0)),
+            ("editapply_queue_waiting", "Requests waiting for the engine", load.waiting),
+            ("editapply_running", "Requests being generated", load.running),
             ("editapply_kv_blocks_total", "KV cache blocks", total),
             ("editapply_kv_blocks_free", "Free KV cache blocks", free),
             ("editapply_kv_usage_ratio", "Fraction of KV cache blocks in use", (total - free) / total if total else 0.0),
@@ -85,7 +88,7 @@ class EngineCollector:
             ("editapply_merges_in_flight", "Merges running or waiting for a worker", merges["merges_in_flight"]),
         ):
             yield GaugeMetricFamily(name, doc, value=value)
-        yield CounterMetricFamily("editapply_engine_steps", "Engine steps run", value=load.get("steps", 0))
+        yield CounterMetricFamily("editapply_engine_steps", "Engine steps run", value=load.steps)
 
 
 class RequestMetrics:

@@ -158,7 +158,7 @@ ERRORS = {status: {"model": ErrorBody, "description": what} for status, what in 
     (413, "Request body over the size limit, or an apply input over the input limits"),
     (415, "Body is not JSON"),
     (422, "A field failed validation"),
-    (503, "Engine or merge pool full; retry after Retry-After seconds"),
+    (503, "Engine or merge pool full, or the engine (a vLLM backend) unreachable; retry after Retry-After seconds"),
 )}
 
 

@@ -9,7 +9,7 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-          log_level: str = "info") -> int:
+          log_level: str = "info", backend: str | None = None, vllm_url: str | None = None) -> int:
     import uvicorn
 
     from engine.config import EngineConfig
@@ -21,7 +21,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
         return _fail(f"--port must be in [0, 65535], got {port}")
     try:
         settings = ServerSettings.from_env(api_key=api_key)
-        cfg = EngineConfig.from_env(model=model)
+        cfg = EngineConfig.from_env(model=model, backend=backend, vllm_url=vllm_url)
     except ValueError as exc:
         return _fail(str(exc))
     if not settings.api_key and not _is_loopback(host):
@@ -29,12 +29,13 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
               "(set --api-key or EDITAPPLY_API_KEY)", file=sys.stderr)
     try:
         service = open_service(cfg)
-    except (RuntimeError, OSError, ValueError) as exc:  # not installed, bad folder, checksum, bad config
+    except (RuntimeError, OSError, ValueError) as exc:  # not installed, bad folder, checksum, bad config, vLLM down
         return _fail(f"cannot load the model: {exc}")
     app = create_app(service, settings)
     auth = "bearer token required" if settings.api_key else "no authentication"
+    engine = f"vLLM at {service.url}" if cfg.backend == "vllm" else f"device {cfg.torch_device}"
     print(f"editapply: serving {app.state.editapply.model_id} on http://{host}:{port} ({auth}; "
-          f"device {cfg.torch_device}, context {cfg.max_model_len} tokens)", file=sys.stderr)
+          f"{engine}, context {service.cfg.max_model_len} tokens)", file=sys.stderr)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     finally:

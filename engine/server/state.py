@@ -50,7 +50,7 @@ class ServerState:
 
     def check_capacity(self) -> None:
         """503 with Retry-After when more requests wait for the engine than the bound allows."""
-        waiting = self.service.load()["waiting"]
+        waiting = self.service.load().waiting
         if waiting >= self.settings.max_queue:
             raise APIError(503, f"the engine is overloaded: {waiting} requests are waiting (limit {self.settings.max_queue}); "
                                 f"retry in {self.settings.retry_after_s} s",

@@ -17,9 +17,8 @@ router = APIRouter()
 async def health(http: HTTPRequest):
     state = get_state(http)
     load = state.service.load()
-    return {"status": "ok", "model": state.model_id, "model_loaded": True, "queue_depth": load["waiting"],
-            "running": load["running"], "kv_blocks_free": load.get("kv_blocks_free"),
-            "kv_blocks_total": load.get("kv_blocks_total")}
+    return {"status": "ok", "model": state.model_id, "model_loaded": True, "queue_depth": load.waiting,
+            "running": load.running, "kv_blocks_free": load.kv_blocks_free, "kv_blocks_total": load.kv_blocks_total}
 
 
 def _model_card(state: ServerState) -> dict:

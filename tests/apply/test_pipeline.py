@@ -24,7 +24,7 @@ from engine.apply.pipeline import ApplyRequest, ApplyResult, Progress, apply_edi
 from engine.apply.targets import find_region
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.types import Event
+from engine.types import Event, GenerationStats
 from engine.service import EngineService
 from engine.tokenizer import Tokenizer
 from prompts.apply import build_apply_prompt, fence_for, parse_answer
@@ -58,9 +58,9 @@ class EchoEngine:
         ids = ids[: request.params.max_tokens]
         for i in range(0, len(ids), 16):
             last = i + 16 >= len(ids)
-            stats = {"prompt_tokens": len(request.prompt_ids), "generated_tokens": min(i + 16, len(ids)), "steps": i // 16,
-                     "drafted": 0, "accepted": 0, "accepted_per_step": 16.0, "accepted_per_step_hist": {16: i // 16},
-                     "tokens_per_second": 1.0, "ttft_ms": 1.0}
+            stats = GenerationStats(prompt_tokens=len(request.prompt_ids), generated_tokens=min(i + 16, len(ids)),
+                                    steps=i // 16, accepted_per_step=16.0, accepted_per_step_hist={16: i // 16},
+                                    tokens_per_second=1.0, ttft_ms=1.0)
             yield Event("echo", ids[i : i + 16], "", last, "stop" if last else None, stats)
 
     def cancel(self, handle):

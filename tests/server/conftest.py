@@ -21,6 +21,7 @@ from engine.engine import LLMEngine
 from engine.server import ServerSettings, create_app
 from engine.server.app import close_app
 from engine.service import EngineService
+from engine.types import EngineLoad
 
 MODEL_ID = "smollm2-135m"
 
@@ -52,12 +53,12 @@ class LiveServer:
             for k, v in old.items():
                 setattr(self.settings, k, v)
 
-    def wait_idle(self, timeout: float = 60) -> dict:
+    def wait_idle(self, timeout: float = 60) -> EngineLoad:
         """Wait until no request waits or runs; return the engine's load."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             load = self.service.load()
-            if load["waiting"] == 0 and load["running"] == 0:
+            if load.waiting == 0 and load.running == 0:
                 return load
             time.sleep(0.05)
         raise AssertionError(f"engine still busy after {timeout} s: {self.service.load()}")

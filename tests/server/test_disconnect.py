@@ -21,14 +21,14 @@ def disconnects(client, route):
 
 def wait_freed(live, started: float, within: float = 15):
     load = live.wait_idle(timeout=within)
-    assert load["kv_blocks_free"] == load["kv_blocks_total"], load
+    assert load.kv_blocks_free == load.kv_blocks_total, load
     # 400 tokens take far longer than this on a CPU: the request was cut short, not finished.
     assert time.monotonic() - started < within
 
 
 def wait_running(live, timeout=30):
     deadline = time.monotonic() + timeout
-    while live.service.load()["running"] == 0:
+    while live.service.load().running == 0:
         assert time.monotonic() < deadline, "the request never started"
         time.sleep(0.02)
 
@@ -51,7 +51,7 @@ def test_stream_disconnect_frees_the_request(live, client, path, payload, route)
         for line in r.iter_lines():
             if '"type": "delta"' in line or ('"content": "' in line and '"content": ""' not in line):
                 break  # generation is under way
-        assert live.service.load()["running"] == 1
+        assert live.service.load().running == 1
         started = time.monotonic()
     # The connection is closed here, mid-stream.
     wait_freed(live, started)

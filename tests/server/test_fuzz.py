@@ -57,4 +57,4 @@ def test_fuzz(operations, live, label, mode):
     # Both kinds of request really were sent: some served, some refused.
     if label in BODIES:
         assert 200 in statuses if mode == GenerationMode.POSITIVE else any(400 <= s < 500 for s in statuses)
-    assert live.wait_idle(timeout=TIMEOUT_S)["kv_blocks_free"] == live.service.load()["kv_blocks_total"]
+    assert live.wait_idle(timeout=TIMEOUT_S).kv_blocks_free == live.service.load().kv_blocks_total

@@ -20,7 +20,7 @@ DEV = "bench/data/dev.jsonl"
 
 
 def generate(engine, request):
-    out, stats = [], {}
+    out = []
     for ev in engine.generate(request):
         out.extend(ev.token_ids)
         stats = ev.stats
@@ -48,8 +48,8 @@ def test_greedy_speculation_is_identical_on_apply_prompts(engine, case):
     for drafter in ("lookup", "ngram-earliest", "pld"):
         spec, stats = generate(engine, Request(ids, params, sources=sources, drafter=drafter, verify_tokens=16))
         assert spec == plain, drafter
-        assert stats["steps"] < len(plain) or drafter != "lookup"
-        assert sum(stats["accepted_per_step_hist"].values()) == stats["steps"]
+        assert stats.steps < len(plain) or drafter != "lookup"
+        assert sum(stats.accepted_per_step_hist.values()) == stats.steps
 
 
 def test_greedy_speculation_is_identical_on_a_rag_prompt(engine):
@@ -61,7 +61,7 @@ def test_greedy_speculation_is_identical_on_a_rag_prompt(engine):
     plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
     spec, stats = generate(engine, Request(ids, params, sources={"documents": tok.encode(doc)}, drafter="lookup"))
     assert spec == plain
-    assert stats["drafted"] > 0
+    assert stats.drafted > 0
 
 
 def test_cancel_mid_generation_frees_every_block(engine):
