@@ -5,7 +5,7 @@ used through its user commands against the real `editapply lsp` (nvim/spec.lua p
 * `:'<,'>EditApply` with the snippet selected in a chat buffer: the file's buffer becomes `expected`;
 * `:EditApplyPreview` shows the diff in a split and leaves the buffer alone; `a` applies it, `q` not;
 * `:checkhealth editapply` passes with the server installed, and says what is missing without it
-  (the command, or a reachable engine).
+  (the command, or a reachable engine); the vLLM backend's settings reach the server.
 
 * `:EditApplyAsk` streams the model's answer into a split; `:EditApplyCancel` stops a model run.
 
@@ -181,6 +181,17 @@ def test_checkhealth_with_an_unreachable_engine(nvim: Path, tmp_path: Path):
     assert "OK server command:" in out and "answers (settings:" in out
     assert f"ERROR the engine is unreachable: cannot reach the engine at {url}" in out, out
     assert "editapply serve" in out
+
+
+def test_checkhealth_with_the_vllm_backend(nvim: Path, tmp_path: Path):
+    """settings.backend and settings.vllmUrl reach the server, which takes them without a warning
+    (status only: nothing connects to vLLM)."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    report = run_spec(nvim, "health", tmp_path, env={"EDITAPPLY_MODEL": "smollm2-135m"}, cmd=[EDITAPPLY, "lsp"],
+                      settings={"backend": "vllm", "vllmUrl": url})
+    out = health(report)
+    assert "ERROR" not in out and "WARNING" not in out, out
+    assert "backend=vllm" in out and f"vllm_url={url}" in out, out
 
 
 def test_preview_in_a_terminal(nvim: Path, tmp_path: Path):

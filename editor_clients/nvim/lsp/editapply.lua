@@ -11,7 +11,7 @@ return {
     "c", "cpp", "ruby", "cs", "sh", "bash", "lua", "markdown",
   },
   root_markers = { ".git", "pyproject.toml", "package.json", "go.mod", "Cargo.toml" },
-  -- The server's settings (lsp_server/settings.py): engineUrl, apiKey, model, mode, promptForm,
-  -- maxTokens. Unset keys take the server's defaults.
+  -- The server's settings (lsp_server/settings.py): engineUrl, apiKey, model, backend, vllmUrl,
+  -- mode, promptForm, maxTokens. Unset keys take the server's defaults.
   init_options = {},
 }

@@ -10,6 +10,8 @@ export interface ServerSettings {
   engineUrl: string | null;
   apiKey: string | null;
   model: string | null;
+  backend: string | null;
+  vllmUrl: string | null;
   mode: string | null;
   promptForm: string | null;
   maxTokens: number | null;
@@ -24,11 +26,15 @@ const text = (value: unknown): string | null =>
 const positive = (value: unknown): number | null =>
   typeof value === "number" && Number.isInteger(value) && value > 0 ? value : null;
 
+const url = (value: unknown): string | null => text(value)?.replace(/\/+$/, "") ?? null;
+
 export function serverSettings(get: Read, apiKey: string | undefined): ServerSettings {
   return {
-    engineUrl: text(get("engineUrl"))?.replace(/\/+$/, "") ?? null,
+    engineUrl: url(get("engineUrl")),
     apiKey: text(apiKey),
     model: text(get("model")),
+    backend: text(get("backend")),
+    vllmUrl: url(get("vllmUrl")),
     mode: text(get("mode")),
     promptForm: text(get("promptForm")),
     maxTokens: positive(get("maxTokens")),

@@ -2,6 +2,7 @@ import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import { describe, it } from "node:test";
+import { serverSettings } from "../src/settings";
 
 // package.json, read from the extension's folder (this file runs from out/test/).
 const manifest = JSON.parse(readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -23,6 +24,13 @@ describe("package.json", () => {
     const used = [...Object.values(manifest.contributes.menus).flat(), ...manifest.contributes.keybindings]
       .map((entry) => (entry as { command: string }).command);
     assert.deepEqual(used.filter((c) => !contributed.includes(c)), []);
+  });
+
+  it("sends every setting but server.* and trace.*, and has a setting for every key sent but apiKey", () => {
+    const settings = Object.keys(manifest.contributes.configuration.properties)
+      .map((k) => k.replace(/^editapply\./, "")).filter((k) => !/^(server|trace)\./.test(k));
+    const sent = Object.keys(serverSettings(() => undefined, undefined)).filter((k) => k !== "apiKey");
+    assert.deepEqual(settings.sort(), sent.sort());
   });
 
   it("has no setting for the API key: it lives in SecretStorage", () => {

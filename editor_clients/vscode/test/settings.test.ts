@@ -7,24 +7,26 @@ const reader = (values: Record<string, unknown>) => (key: string) => values[key]
 describe("serverSettings", () => {
   it("sends every key, null for what is unset, so the server restores its defaults", () => {
     assert.deepEqual(serverSettings(reader({}), undefined), {
-      engineUrl: null, apiKey: null, model: null, mode: null, promptForm: null, maxTokens: null,
+      engineUrl: null, apiKey: null, model: null, backend: null, vllmUrl: null, mode: null, promptForm: null,
+      maxTokens: null,
     });
   });
 
   it("maps the editapply.* settings and the secret to the server's camelCase keys", () => {
     const got = serverSettings(reader({
-      engineUrl: "http://127.0.0.1:8000/", model: " qwen2.5-coder-0.5b ", mode: "deterministic",
-      promptForm: "rewrite", maxTokens: 256,
+      engineUrl: "http://127.0.0.1:8000/", model: " qwen2.5-coder-0.5b ", backend: "vllm",
+      vllmUrl: "http://gpu:8001/", mode: "deterministic", promptForm: "rewrite", maxTokens: 256,
     }), "sk-1");
     assert.deepEqual(got, {
-      engineUrl: "http://127.0.0.1:8000", apiKey: "sk-1", model: "qwen2.5-coder-0.5b", mode: "deterministic",
-      promptForm: "rewrite", maxTokens: 256,
+      engineUrl: "http://127.0.0.1:8000", apiKey: "sk-1", model: "qwen2.5-coder-0.5b", backend: "vllm",
+      vllmUrl: "http://gpu:8001", mode: "deterministic", promptForm: "rewrite", maxTokens: 256,
     });
   });
 
   it("treats blank strings and bad numbers as unset", () => {
-    const got = serverSettings(reader({ engineUrl: "  ", model: "", maxTokens: 0 }), "   ");
+    const got = serverSettings(reader({ engineUrl: "  ", model: "", vllmUrl: "", maxTokens: 0 }), "   ");
     assert.equal(got.engineUrl, null);
+    assert.equal(got.vllmUrl, null);
     assert.equal(got.model, null);
     assert.equal(got.maxTokens, null);
     assert.equal(got.apiKey, null);
@@ -33,7 +35,8 @@ describe("serverSettings", () => {
 
   it("never sends the server.* settings (the server would warn about unknown keys)", () => {
     const got = serverSettings(reader({ "server.command": ["x"], "server.tcp": "h:1" }), undefined);
-    assert.deepEqual(Object.keys(got).sort(), ["apiKey", "engineUrl", "maxTokens", "mode", "model", "promptForm"]);
+    assert.deepEqual(Object.keys(got).sort(),
+                     ["apiKey", "backend", "engineUrl", "maxTokens", "mode", "model", "promptForm", "vllmUrl"]);
   });
 });
 

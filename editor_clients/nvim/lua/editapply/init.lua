@@ -14,7 +14,7 @@ local M = {}
 
 local NAME = "editapply"
 -- The server's setting keys (lsp_server/settings.py); unset ones are sent as null (= its default).
-local SETTING_KEYS = { "engine", "engineUrl", "apiKey", "model", "mode", "promptForm", "maxTokens" }
+local SETTING_KEYS = { "engine", "engineUrl", "apiKey", "model", "backend", "vllmUrl", "mode", "promptForm", "maxTokens" }
 
 M.defaults = {
   cmd = nil, -- nil: lsp/editapply.lua's { "editapply", "lsp" }
