@@ -20,7 +20,8 @@ def test_local_engine_and_model():
     settings, problems = parse({"engine": "local", "model": "smollm2-135m", "mode": "deterministic",
                                 "promptForm": "rewrite", "maxTokens": 300})
     assert problems == []
-    assert settings == Settings("local", "smollm2-135m", None, None, "deterministic", "rewrite", 300)
+    assert settings == Settings(engine="local", model="smollm2-135m", mode="deterministic", prompt_form="rewrite",
+                                max_tokens=300)
 
 
 def test_an_engine_url_means_remote_and_a_section_is_read():
