@@ -5,6 +5,8 @@ and the real `editapply lsp` behind it.
 * Apply: open a dev case's file, put its snippet on the clipboard, run "editapply: Apply Clipboard
   to Current File" from the command palette: the document then holds `expected` (read back by
   saving it), and nothing was written before the save.
+* Apply Selection to File…: the fenced block under the cursor in a chat file, applied to the file
+  it names (offered first).
 * Preview -> Accept: "editapply: Preview Apply" opens the diff editor and leaves the document alone;
   Accept (the diff editor's title button) applies the merged text through editapply.applyMerged.
 * Progress and cancel: "editapply: Ask About This File" runs the model; its progress is a
@@ -109,9 +111,9 @@ def wait_for_http(url: str, process: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"code-server did not answer at {url}: {log.read_text()[-2000:]}")
 
 
-def drive(server: CodeServer, scenario: str, file: Path, snippet: str, out: Path, question: str = "") -> dict:
+def drive(server: CodeServer, scenario: str, file: Path, snippet: str, out: Path, **extra) -> dict:
     """Run vscode/drive.mjs for `scenario` on `file`; its report (see drive.mjs)."""
-    config = {"url": server.url, "file": str(file), "snippet": snippet, "scenario": scenario, "question": question,
+    config = {"url": server.url, "file": str(file), "snippet": snippet, "scenario": scenario, **extra,
               "chromium": str(CHROMIUM), "report": str(out / "report.json"),
               "screenshot": str(out / f"{scenario}.png"), "failureScreenshot": str(out / "failure.png")}
     (out / "config.json").write_text(json.dumps(config))
@@ -145,6 +147,19 @@ def test_apply_clipboard_to_current_file(code_server: CodeServer, tmp_path: Path
     assert report["diskBeforeSave"] == case["original"]  # edited in the editor, not on disk
     assert report["saved"] == case["expected"]
     assert "editapply: applied" in report["statusbar"]
+
+
+def test_apply_selection_to_file(code_server: CodeServer, tmp_path: Path):
+    """A chat answer in a markdown file, the cursor in its fenced block, which names the file:
+    "editapply: Apply Selection to File…" offers that file first; picking it applies the block."""
+    case = dev_case("koajs/koa@df367e0749")
+    file = write_case(code_server, case)
+    chat = code_server.workspace / "chat.md"
+    chat.write_text(f"Here is the change:\n\n```js {case['path']}\n{case['update_snippet'].strip()}\n```\n\nDone.\n")
+    report = drive(code_server, "selection", file, "", tmp_path, chat=str(chat), chatLine=5)
+    assert report["firstTarget"].startswith(Path(case["path"]).name)
+    assert report["diskBeforeSave"] == case["original"]
+    assert report["saved"] == case["expected"]
 
 
 def test_preview_then_accept(code_server: CodeServer, tmp_path: Path):

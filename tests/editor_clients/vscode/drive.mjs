@@ -3,8 +3,8 @@
 // command palette, and for a preview click Accept in the diff editor's title. Writes what it saw
 // as JSON (test_vscode.py asserts on it) and screenshots.
 //
-//   node drive.mjs CONFIG.json      CONFIG: {url, file, snippet, question, chromium, report, screenshot,
-//                                            failureScreenshot, scenario: "apply" | "preview" | "cancel"}
+//   node drive.mjs CONFIG.json   CONFIG: {url, file, snippet, question?, chat?, chatLine?, chromium, report,
+//                                 screenshot, failureScreenshot, scenario: apply|selection|preview|cancel}
 import { readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { chromium } from "playwright-core";
@@ -34,8 +34,15 @@ async function palette(command) {
   const input = page.locator(".quick-input-widget input");
   await input.waitFor({ state: "visible" });
   await input.fill(`>${command}`);
-  await page.locator(".quick-input-list .monaco-list-row", { hasText: command }).first().waitFor();
-  await page.keyboard.press("Enter");
+  // Clicked by its label: Enter would take whatever row is first (recently used ones come first).
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: command }).first().click();
+}
+
+async function quickOpen(file) {
+  await page.keyboard.press("Control+P");
+  await page.locator(".quick-input-widget input").fill(path.basename(file));
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: path.basename(file) }).first().click();
+  await page.locator(`.tabs-container .tab.active[aria-label^="${path.basename(file)}"]`).waitFor();
 }
 
 async function saveAndRead() {
@@ -50,11 +57,7 @@ try {
   await palette("View: Close Primary Side Bar"); // room for the editor (and the screenshot)
   step("workbench");
 
-  await page.keyboard.press("Control+P");
-  await page.locator(".quick-input-widget input").fill(path.basename(config.file));
-  await page.locator(".quick-input-list .monaco-list-row", { hasText: path.basename(config.file) }).first().waitFor();
-  await page.keyboard.press("Enter");
-  await page.locator(`${fileTab}.active`).waitFor();
+  await quickOpen(config.file);
   await page.locator(".monaco-editor .view-lines").first().click(); // focus the editor
   step("opened");
 
@@ -67,6 +70,24 @@ try {
     report.diskBeforeSave = disk(); // the server never writes files
     step("applied");
     await page.screenshot({ path: config.screenshot });
+    report.saved = await saveAndRead();
+  } else if (config.scenario === "selection") {
+    // A chat answer in another file, the cursor in its fenced block (no selection needed).
+    await quickOpen(config.chat);
+    await page.keyboard.press("Control+G");
+    await page.locator(".quick-input-widget input").fill(`:${config.chatLine}`);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: `line ${config.chatLine}` }).waitFor();
+    await page.keyboard.press("Enter");
+    await page.locator(".statusbar", { hasText: `Ln ${config.chatLine},` }).waitFor();
+    await palette("editapply: Apply Selection to File…");
+    await page.locator(".quick-input-widget", { hasText: "apply the snippet to which file?" }).waitFor();
+    const first = page.locator(".quick-input-list .monaco-list-row").filter({ visible: true }).first();
+    await first.waitFor();
+    report.firstTarget = await first.innerText(); // the file the fence names comes first
+    await first.click();
+    await page.locator(`${fileTab}.active.dirty`).waitFor();
+    report.diskBeforeSave = disk();
+    step("applied");
     report.saved = await saveAndRead();
   } else if (config.scenario === "cancel") {
     // A model run: its progress is a notification with a Cancel button (src/progress.ts).
