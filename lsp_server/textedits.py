@@ -10,8 +10,9 @@ requires (the client applies them all at once).
 Lines are split as LSP counts them: at '\\r\\n', '\\n' and a lone '\\r' (not at form feeds or
 U+2028, which `str.splitlines` would split at). Positions are (line, character); characters count
 in the position encoding the client and server agreed on (UTF-16 code units by default), which
-matters only at the end of a last line without a line break: every other position is a line
-start.
+matters only at the end of a last line: one without a line break, or one before whose final
+break an insertion at the end of the text is placed (`_before_final_break`, for Neovim); every
+other position is a line start.
 
     >>> line_edits("a\\nb\\nc\\n", "a\\nB\\nc\\n")
     [LineEdit(start=(1, 0), end=(2, 0), text='B\\n')]
@@ -62,8 +63,28 @@ def line_edits(old: str, new: str, encoding: str = "utf-16") -> list[LineEdit]:
     edits = []
     for tag, i1, i2, j1, j2 in line_matcher(a, b).get_opcodes():
         if tag != "equal":
-            edits.append(LineEdit(_position(a, i1, encoding), _position(a, i2, encoding), "".join(b[j1:j2])))
+            edits.append(_before_final_break(a, LineEdit(_position(a, i1, encoding), _position(a, i2, encoding),
+                                                         "".join(b[j1:j2])), encoding))
     return edits
+
+
+def _before_final_break(lines: list[str], edit: LineEdit, encoding: str) -> LineEdit:
+    """An insertion at the very end of a text that ends with a line break, moved before that break.
+
+    The end, (len(lines), 0), is a valid position, but Neovim (0.11, 0.12) appends the inserted
+    lines there plus an empty one. Inserting before the final break is the same change everywhere:
+
+        'a\n' + 'b\n' inserted at (1, 0)  ->  '\nb' inserted at (0, 1)
+    """
+    if edit.start != (len(lines), 0) or not lines:
+        return edit
+    content = lines[-1].rstrip("\r\n")
+    brk = lines[-1][len(content):]
+    inserted = split_lsp_lines(edit.text)
+    if not inserted or inserted[-1][len(inserted[-1].rstrip("\r\n")):] != brk:
+        return edit  # the new text ends with another line break: only the end is exact
+    position = (len(lines) - 1, units(content, encoding))
+    return LineEdit(position, position, brk + edit.text[: -len(brk)])
 
 
 def _position(lines: list[str], index: int, encoding: str) -> tuple[int, int]:

@@ -79,9 +79,14 @@ async def test_apply_dev_cases(client: LanguageClient, editor: Editor):
         removed = sum(i2 - i1 for tag, i1, i2, _, _ in opcodes if tag != "equal")
         added = sum(j2 - j1 for tag, _, _, j1, j2 in opcodes if tag != "equal")
         # (A range ending mid-line ends at the end of a last line without a line break.)
-        replaced = sum(e.range.end.line - e.range.start.line + (e.range.end.character > 0) for e in edits)
+        # An insertion replaces no line; one at the end of the file goes before the last line's
+        # break and so starts with a break (lsp_server/textedits.py, for Neovim).
+        replaced = sum(e.range.end.line - e.range.start.line + (e.range.end.character > 0) for e in edits
+                       if e.range.start != e.range.end)
+        written = sum(len(split_lsp_lines(e.new_text)) - (e.range.start == e.range.end and e.range.start.character > 0)
+                      for e in edits)
         assert len(edits) == result["edits"] and replaced == removed, case["id"]
-        assert sum(len(split_lsp_lines(e.new_text)) for e in edits) == added, case["id"]
+        assert written == added, case["id"]
 
 
 async def test_preview_changes_nothing(client: LanguageClient, editor: Editor):
@@ -285,3 +290,14 @@ async def test_engine_down(client: LanguageClient, editor: Editor):
     assert result["applied"] and editor.text(other) == case["expected"] and editor.text(uri) == SHAPES
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"engineUrl": None,
                                                                                           "engine": "local"}))
+
+
+async def test_status_says_whether_the_model_is_installed(client: LanguageClient, editor: Editor, tmp_path):
+    """editapply.status names the local engine's model and whether a load can find it (a pulled
+    preset, or an existing folder), without loading it: what :checkhealth editapply reports.
+    Engine: local, never loaded."""
+    for model, installed in ((str(tmp_path / "no-such-model"), False), (str(tmp_path), True)):
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"model": model}))
+        engine = (await editor.execute("editapply.status", {}))["engine"]
+        assert engine == {"reachable": True, "engine": "local", "model": model, "installed": installed, "loaded": False}
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"model": None}))

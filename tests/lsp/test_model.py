@@ -86,7 +86,8 @@ async def test_status_before_any_model_request(client: LanguageClient, editor: E
     result = await editor.execute("editapply.apply", {"uri": uri, "snippet": case["update_snippet"]})
     assert result["applied"] and result["path"] == "deterministic" and editor.text(uri) == case["expected"]
     status = await editor.execute("editapply.status", {})
-    assert status["engine"] == {"reachable": True, "engine": "local", "model": CI_MODEL, "loaded": False}
+    assert status["engine"] == {"reachable": True, "engine": "local", "model": CI_MODEL, "installed": True,
+                                "loaded": False}
     assert client.progress_reports == {}  # the deterministic path runs no model and shows no progress
 
 

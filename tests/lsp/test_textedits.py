@@ -27,6 +27,16 @@ def test_insertion_is_an_empty_range():
     assert line_edits("a\nc\n", "a\nb\nc\n") == [LineEdit((1, 0), (1, 0), "b\n")]
 
 
+def test_insertion_at_the_end_goes_before_the_final_line_break():
+    """Not at (2, 0), past the last line: Neovim would add an empty line there."""
+    assert line_edits("a\nb\n", "a\nb\nc\nd\n") == [LineEdit((1, 1), (1, 1), "\nc\nd")]
+    assert line_edits("a\r\n", "a\r\nb\r\n") == [LineEdit((0, 1), (0, 1), "\r\nb")]
+    assert line_edits("a\nλ\n", "a\nλ\nb\n", "utf-8") == [LineEdit((1, 2), (1, 2), "\nb")]
+    assert apply_edits("a\nb\n", line_edits("a\nb\n", "a\nb\nc\nd\n")) == "a\nb\nc\nd\n"
+    # Another line break at the end of the new text: left at the end, where only it is exact.
+    assert line_edits("a\n", "a\nb\r\n") == [LineEdit((1, 0), (1, 0), "b\r\n")]
+
+
 def test_deletion_has_empty_text():
     assert line_edits("a\nb\nc\n", "a\nc\n") == [LineEdit((1, 0), (2, 0), "")]
 
@@ -70,7 +80,7 @@ def test_dev_set_edits_touch_only_the_changed_lines_and_rebuild_expected():
         assert apply_edits(old, edits) == new, case["id"]
         opcodes = SequenceMatcher(None, split_lsp_lines(old), split_lsp_lines(new), autojunk=False).get_opcodes()
         removed = sum(i2 - i1 for tag, i1, i2, _, _ in opcodes if tag != "equal")
-        replaced = sum(e.end[0] - e.start[0] + (1 if e.end[1] else 0) for e in edits)
+        replaced = sum(e.end[0] - e.start[0] + (1 if e.end[1] else 0) for e in edits if e.start != e.end)
         assert replaced == removed, case["id"]
 
 

@@ -1,0 +1,68 @@
+// editapply for VS Code: a thin client of `editapply lsp`. The server does the work (merge,
+// validation, minimal edits, progress); this file starts it, keeps its settings current and
+// registers the commands (commands.ts).
+import { commands, window, workspace } from "vscode";
+import type { ExtensionContext, Uri } from "vscode";
+import type { LanguageClient } from "vscode-languageclient/node";
+import { API_KEY, sendSettings, startClient } from "./client";
+import * as editapply from "./commands";
+import { Previews } from "./preview";
+
+let client: LanguageClient | undefined;
+
+export async function activate(context: ExtensionContext): Promise<void> {
+  const output = window.createOutputChannel("editapply");
+  const previews = new Previews();
+  context.subscriptions.push(output, previews);
+  const current = (): LanguageClient => {
+    if (client === undefined) throw new Error("the editapply server is not running: run 'editapply: Restart Server'");
+    return client;
+  };
+
+  const restart = async (): Promise<void> => {
+    const old = client;
+    client = undefined;
+    await old?.stop().catch(() => undefined);
+    try {
+      client = await startClient(context, output);
+    } catch (error) {
+      output.appendLine(`failed to start the server: ${String(error)}`);
+      void window.showErrorMessage(`editapply: the language server did not start (${String(error)}); ` +
+        "check editapply.server.command or editapply.server.pythonPath, then run 'editapply: Restart Server'");
+    }
+  };
+
+  const register = (id: string, fn: (...args: unknown[]) => Promise<void>): void => {
+    context.subscriptions.push(commands.registerCommand(id, fn));
+  };
+  register("editapply.applyClipboard", () => editapply.applyClipboard(current));
+  register("editapply.applySelectionToFile", () => editapply.applySelectionToFile(current));
+  register("editapply.previewApply", () => editapply.preview(current, previews));
+  register("editapply.acceptPreview", (uri) => editapply.acceptPreview(current, previews, uri as Uri | undefined));
+  register("editapply.rejectPreview", (uri) => editapply.rejectPreview(previews, uri as Uri | undefined));
+  register("editapply.askAboutFile", () => editapply.ask(current));
+  register("editapply.showStatus", () => editapply.showStatus(current));
+  register("editapply.restartServer", restart);
+  register("editapply.setApiKey", async () => {
+    const key = await window.showInputBox({ title: "editapply: API key for editapply.engineUrl", password: true,
+                                            prompt: "Kept in VS Code's secret storage, never in settings.json" });
+    if (key) await context.secrets.store(API_KEY, key.trim());
+  });
+  register("editapply.clearApiKey", () => Promise.resolve(context.secrets.delete(API_KEY)));
+
+  context.subscriptions.push(
+    workspace.onDidChangeConfiguration(async (event) => {
+      if (event.affectsConfiguration("editapply.server")) await restart();
+      else if (event.affectsConfiguration("editapply") && client) await sendSettings(client, context);
+    }),
+    context.secrets.onDidChange(async (event) => {
+      if (event.key === API_KEY && client) await sendSettings(client, context);
+    }),
+  );
+  await restart();
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+  client = undefined;
+}

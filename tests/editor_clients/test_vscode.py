@@ -1,0 +1,188 @@
+"""The VS Code extension in a real VS Code: code-server (VS Code in the browser, from npm) with the
+extension's .vsix installed, driven by Debian's Chromium through playwright-core (vscode/drive.mjs),
+and the real `editapply lsp` behind it.
+
+* Apply: open a dev case's file, put its snippet on the clipboard, run "editapply: Apply Clipboard
+  to Current File" from the command palette: the document then holds `expected` (read back by
+  saving it), and nothing was written before the save.
+* Apply Selection to File…: the fenced block under the cursor in a chat file, applied to the file
+  it names (offered first).
+* Preview -> Accept: "editapply: Preview Apply" opens the diff editor and leaves the document alone;
+  Accept (the diff editor's title button) applies the merged text through editapply.applyMerged.
+* Progress and cancel: "editapply: Ask About This File" runs the model; its progress is a
+  notification with the figures and a Cancel button, which stops it.
+
+Engine: none for the dev cases (the deterministic path); the local CI model for the ask. The extension's pure logic has its own
+unit tests (editor_clients/vscode/test, node's test runner: `npm test` there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CI_MODEL
+from tests.editor_clients.conftest import (CHROMIUM, CLIENTS, EDITAPPLY, HERE, dev_case, free_port, keep_screenshot,
+                                           require)
+from tests.lsp.conftest import CI_ENGINE_ENV
+
+E2E = HERE / "vscode"
+CODE_SERVER = E2E / "node_modules" / ".bin" / "code-server"
+VSIX = CLIENTS / "vscode" / "editapply.vsix"
+START_TIMEOUT_S = 120
+DRIVE_TIMEOUT_S = 300
+
+USER_SETTINGS = {
+    "editapply.server.command": [EDITAPPLY, "lsp"],
+    "editapply.model": CI_MODEL,  # loaded only by the model run (the ask)
+    "editapply.trace.server": "messages",  # the LSP traffic lands in the output channel's log
+    "workbench.startupEditor": "none",  # else the welcome page takes the keystrokes
+    "workbench.colorTheme": "Default Dark Modern",
+    "workbench.tips.enabled": False,
+    "files.autoSave": "off",  # VS Code in the browser saves after a delay by default
+    "telemetry.telemetryLevel": "off",
+    "extensions.autoCheckUpdates": False,
+    "extensions.autoUpdate": False,
+    "git.enabled": False,
+    "diffEditor.hideUnchangedRegions.enabled": True,  # both hunks of a preview on one screen
+    "window.commandCenter": False,
+    "editor.minimap.enabled": False,
+}
+
+
+@dataclass
+class CodeServer:
+    url: str
+    workspace: Path
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def code_server(tmp_path_factory) -> CodeServer:
+    require(CODE_SERVER, "code-server")
+    require(VSIX, "the extension's .vsix")
+    require(CHROMIUM, "Debian's chromium")
+    home = tmp_path_factory.mktemp("code-server")
+    env = {**os.environ, **CI_ENGINE_ENV, "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data")}
+    dirs = ["--user-data-dir", str(home / "user"), "--extensions-dir", str(home / "extensions")]
+    subprocess.run([CODE_SERVER, *dirs, "--install-extension", VSIX], env=env, check=True, capture_output=True,
+                   timeout=START_TIMEOUT_S)
+    (home / "user" / "User").mkdir(parents=True, exist_ok=True)
+    (home / "user" / "User" / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=2))
+    workspace = home / "workspace"
+    workspace.mkdir()
+    port = free_port()
+    with open(home / "code-server.log", "wb") as log:
+        server = subprocess.Popen([CODE_SERVER, "--auth", "none", "--bind-addr", f"127.0.0.1:{port}",
+                                   "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
+                                   *dirs, str(workspace)],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", server, home / "code-server.log")
+        yield CodeServer(f"http://127.0.0.1:{port}/?folder={workspace}", workspace, home)
+    finally:
+        # Its own session: code-server, its extension hosts and the language servers they started.
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def wait_for_http(url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"code-server exited ({process.returncode}): {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail(f"code-server did not answer at {url}: {log.read_text()[-2000:]}")
+
+
+def drive(server: CodeServer, scenario: str, file: Path, snippet: str, out: Path, **extra) -> dict:
+    """Run vscode/drive.mjs for `scenario` on `file`; its report (see drive.mjs)."""
+    config = {"url": server.url, "file": str(file), "snippet": snippet, "scenario": scenario, **extra,
+              "chromium": str(CHROMIUM), "report": str(out / "report.json"),
+              "screenshot": str(out / f"{scenario}.png"), "failureScreenshot": str(out / "failure.png")}
+    (out / "config.json").write_text(json.dumps(config))
+    run = subprocess.run(["node", E2E / "drive.mjs", out / "config.json"], cwd=E2E, capture_output=True,
+                         text=True, timeout=DRIVE_TIMEOUT_S)
+    if not (out / "report.json").exists():
+        pytest.fail(f"drive.mjs wrote no report (exit {run.returncode}): {run.stderr[-3000:]}")
+    report = json.loads((out / "report.json").read_text())
+    if report.get("error"):
+        logs = sorted((server.home / "user" / "logs").rglob("*editapply*.log"))
+        tail = logs[-1].read_text()[-3000:] if logs else "(no editapply log)"
+        pytest.fail(f"{scenario} failed after steps {report['steps']}: {report['error']}\n"
+                    f"notifications: {report['notifications']}\nstatus bar: {report['statusbar']}\n"
+                    f"screenshot: {out / 'failure.png'}\neditapply output channel: {tail}")
+    return report
+
+
+def write_case(server: CodeServer, case: dict) -> Path:
+    file = server.workspace / case["path"]
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(case["original"], encoding="utf-8", newline="")
+    return file
+
+
+def test_apply_clipboard_to_current_file(code_server: CodeServer, tmp_path: Path):
+    """Command palette -> "editapply: Apply Clipboard to Current File": the document becomes
+    `expected`; the file on disk changes only when the user saves."""
+    case = dev_case("tj/commander.js@019499bfc3")
+    file = write_case(code_server, case)
+    report = drive(code_server, "apply", file, case["update_snippet"], tmp_path)
+    assert report["diskBeforeSave"] == case["original"]  # edited in the editor, not on disk
+    assert report["saved"] == case["expected"]
+    assert "editapply: applied" in report["statusbar"]
+
+
+def test_apply_selection_to_file(code_server: CodeServer, tmp_path: Path):
+    """A chat answer in a markdown file, the cursor in its fenced block, which names the file:
+    "editapply: Apply Selection to File…" offers that file first; picking it applies the block."""
+    case = dev_case("koajs/koa@df367e0749")
+    file = write_case(code_server, case)
+    chat = code_server.workspace / "chat.md"
+    chat.write_text(f"Here is the change:\n\n```js {case['path']}\n{case['update_snippet'].strip()}\n```\n\nDone.\n")
+    report = drive(code_server, "selection", file, "", tmp_path, chat=str(chat), chatLine=5)
+    assert report["firstTarget"].startswith(Path(case["path"]).name)
+    assert report["diskBeforeSave"] == case["original"]
+    assert report["saved"] == case["expected"]
+
+
+def test_preview_then_accept(code_server: CodeServer, tmp_path: Path):
+    """Command palette -> "editapply: Preview Apply": a diff editor, the document untouched; the
+    title bar's Accept applies it: the document becomes `expected`."""
+    case = dev_case("pallets/flask@8cb950671f")
+    file = write_case(code_server, case)
+    report = drive(code_server, "preview", file, case["update_snippet"], tmp_path)
+    keep_screenshot(tmp_path / "preview.png", "vscode-preview.png")
+    assert report["fileTabDirtyDuringPreview"] is False and report["diskDuringPreview"] == case["original"]
+    assert report["diskBeforeSave"] == case["original"]
+    assert report["saved"] == case["expected"]
+
+
+def test_model_progress_shows_and_cancels(code_server: CodeServer, tmp_path: Path, ci_model_dir):
+    """"editapply: Ask About This File" runs the model: a progress notification with the run's
+    figures (tokens, tok/s, tokens/step) and a Cancel button; Cancel stops it, and the status bar
+    says so. Engine: local CI model."""
+    case = dev_case("tj/commander.js@a9967826ca")
+    file = write_case(code_server, case)
+    report = drive(code_server, "cancel", file, "", tmp_path,
+                   question="Repeat this file, line by line, from its first line to its last.")
+    keep_screenshot(tmp_path / "cancel.png", "vscode-progress.png")
+    assert "editapply: ask (1 document)" in report["progress"] and "tokens/step" in report["progress"]
+    assert report["toastsAfterCancel"] == 0
+    assert report["saved"] == case["original"]

@@ -1,0 +1,134 @@
+// Drives a running code-server (real VS Code in the browser) through Debian's Chromium, as a user
+// would: Quick Open the file, put the snippet on the clipboard, run an editapply command from the
+// command palette, and for a preview click Accept in the diff editor's title. Writes what it saw
+// as JSON (test_vscode.py asserts on it) and screenshots.
+//
+//   node drive.mjs CONFIG.json   CONFIG: {url, file, snippet, question?, chat?, chatLine?, chromium, report,
+//                                 screenshot, failureScreenshot, scenario: apply|selection|preview|cancel}
+import { readFileSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import { chromium } from "playwright-core";
+
+const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const STEP_TIMEOUT_MS = 60_000; // a generous bound for one UI step on a loaded 2-core machine
+const report = { steps: [], notifications: [] };
+// The file's own tab (the preview's diff tab starts with the same name).
+const fileTab = `.tabs-container .tab[aria-label^="${path.basename(config.file)}"]:not(:has-text("editapply preview"))`;
+
+const browser = await chromium.launch({
+  executablePath: config.chromium,
+  // As root Chromium needs --no-sandbox; the rest keeps it off the (closed) network.
+  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(config.url).origin });
+const page = await context.newPage();
+page.setDefaultTimeout(STEP_TIMEOUT_MS);
+
+const step = (name) => report.steps.push(name);
+const disk = () => readFileSync(config.file, "utf8");
+
+async function palette(command) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible" });
+  await input.fill(`>${command}`);
+  // Clicked by its label: Enter would take whatever row is first (recently used ones come first).
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: command }).first().click();
+}
+
+async function quickOpen(file) {
+  await page.keyboard.press("Control+P");
+  await page.locator(".quick-input-widget input").fill(path.basename(file));
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: path.basename(file) }).first().click();
+  await page.locator(`.tabs-container .tab.active[aria-label^="${path.basename(file)}"]`).waitFor();
+}
+
+async function saveAndRead() {
+  await page.keyboard.press("Control+S");
+  await page.locator(`${fileTab}:not(.dirty)`).waitFor();
+  return disk();
+}
+
+try {
+  await page.goto(config.url);
+  await page.locator(".monaco-workbench").waitFor();
+  await palette("View: Close Primary Side Bar"); // room for the editor (and the screenshot)
+  step("workbench");
+
+  await quickOpen(config.file);
+  await page.locator(".monaco-editor .view-lines").first().click(); // focus the editor
+  step("opened");
+
+  await page.evaluate((text) => navigator.clipboard.writeText(text), config.snippet);
+  step("clipboard");
+
+  if (config.scenario === "apply") {
+    await palette("editapply: Apply Clipboard to Current File");
+    await page.locator(`${fileTab}.dirty`).waitFor(); // the edit landed in the document
+    report.diskBeforeSave = disk(); // the server never writes files
+    step("applied");
+    await page.screenshot({ path: config.screenshot });
+    report.saved = await saveAndRead();
+  } else if (config.scenario === "selection") {
+    // A chat answer in another file, the cursor in its fenced block (no selection needed).
+    await quickOpen(config.chat);
+    await page.keyboard.press("Control+G");
+    await page.locator(".quick-input-widget input").fill(`:${config.chatLine}`);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: `line ${config.chatLine}` }).waitFor();
+    await page.keyboard.press("Enter");
+    await page.locator(".statusbar", { hasText: `Ln ${config.chatLine},` }).waitFor();
+    await palette("editapply: Apply Selection to File…");
+    await page.locator(".quick-input-widget", { hasText: "apply the snippet to which file?" }).waitFor();
+    const first = page.locator(".quick-input-list .monaco-list-row").filter({ visible: true }).first();
+    await first.waitFor();
+    report.firstTarget = await first.innerText(); // the file the fence names comes first
+    await first.click();
+    await page.locator(`${fileTab}.active.dirty`).waitFor();
+    report.diskBeforeSave = disk();
+    step("applied");
+    report.saved = await saveAndRead();
+  } else if (config.scenario === "cancel") {
+    // A model run: its progress is a notification with a Cancel button (src/progress.ts).
+    await palette("editapply: Ask About This File");
+    await page.locator(".quick-input-widget input").fill(config.question);
+    await page.keyboard.press("Enter");
+    const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "editapply: ask" });
+    await toast.getByText("tok/s").first().waitFor(); // the figures of a running generation
+    report.progress = await toast.innerText();
+    step("progress");
+    await page.screenshot({ path: config.screenshot });
+    await toast.getByRole("button", { name: "Cancel" }).click();
+    await page.locator(".statusbar", { hasText: "editapply: cancelled" }).waitFor();
+    report.toastsAfterCancel = await page.locator(".notifications-toasts .notification-toast", { hasText: "editapply: ask" }).count();
+    report.saved = disk();
+  } else {
+    await palette("editapply: Preview Apply");
+    const diff = page.locator(".monaco-diff-editor").first();
+    await diff.waitFor();
+    await page.locator(".tabs-container .tab.active", { hasText: "editapply preview" }).waitFor();
+    await page.waitForTimeout(1500); // let the diff decorations settle for the screenshot
+    await page.screenshot({ path: config.screenshot });
+    report.fileTabDirtyDuringPreview = await page.locator(`${fileTab}.dirty`).count() > 0;
+    report.diskDuringPreview = disk();
+    step("previewed");
+
+    await page.locator('.editor-actions a.action-label[aria-label^="Accept"]').click();
+    await page.locator(".tabs-container .tab", { hasText: "editapply preview" }).waitFor({ state: "detached" });
+    await page.locator(`${fileTab}.dirty`).waitFor();
+    report.diskBeforeSave = disk();
+    step("accepted");
+    report.saved = await saveAndRead();
+  }
+  step("saved");
+} catch (error) {
+  report.error = String(error?.stack ?? error);
+  await page.screenshot({ path: config.failureScreenshot }).catch(() => {});
+} finally {
+  report.notifications = await page.locator(".notifications-toasts .notification-list-item-message")
+    .allInnerTexts().catch(() => []);
+  report.statusbar = await page.locator(".statusbar").innerText().catch(() => "");
+  writeFileSync(config.report, JSON.stringify(report, null, 2));
+  await browser.close();
+}
