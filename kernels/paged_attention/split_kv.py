@@ -33,30 +33,35 @@ import triton.language as tl
 FORMATS = {"plain": 0, "fp8": 1, "int8": 2, "int4": 3}
 INT4_GROUP = 32
 MAX_SPLITS = 128
-# Fewest keys worth a split of their own: below that the merge costs more than the split saves.
-MIN_KEYS_PER_SPLIT = 128
+# Fewest keys worth a split of their own (64 beat 32, 128, 256, 512 on the H200: bench.attention --sweep).
+MIN_KEYS_PER_SPLIT = 64
 
 
 @triton.jit
-def _load_half(ptr, scale_ptr, slot, h, ch, kmask, stride_s, stride_h, stride_ss, stride_sh,
-               HIGH: tl.constexpr, FORMAT: tl.constexpr, DTYPE: tl.constexpr):
-    """One half of a K or V tile, [BLOCK_N, D/2] in DTYPE; fp8/int8 values still unscaled."""
-    rows = slot[:, None] * stride_s + h * stride_h
-    raw = tl.load(ptr + rows + ch[None, :], mask=kmask[:, None], other=0)
-    if FORMAT == 0:
-        x = raw.to(DTYPE)
-    elif FORMAT == 1:
-        x = raw.to(tl.float8e4nv, bitcast=True).to(tl.float32).to(DTYPE)
-    elif FORMAT == 2:
-        x = raw.to(tl.float32).to(DTYPE)
-    else:
-        nib = (raw >> 4) if HIGH else (raw & 15)
-        # byte j holds channels 2j, 2j+1: group j // 16; params [..., group, (scale, minimum)]
-        par = scale_ptr + slot[:, None] * stride_ss + h * stride_sh + (ch[None, :] // (32 // 2)) * 2
+def _load_tile(ptr, scale_ptr, slot, h, half, kmask, stride_s, stride_h, stride_ss, stride_sh,
+               D: tl.constexpr, FORMAT: tl.constexpr, DTYPE: tl.constexpr):
+    """A K or V tile as its two halves, [BLOCK_N, D/2] each in DTYPE (fp8/int8 values unscaled)."""
+    rows = ptr + slot[:, None] * stride_s + h * stride_h
+    if FORMAT == 3:
+        # byte j holds channels 2j (low nibble) and 2j+1 (high), both in group j // 16, whose
+        # parameters are [scale, minimum]: one load of the bytes and the parameters for both halves
+        raw = tl.load(rows + half[None, :], mask=kmask[:, None], other=0)
+        par = scale_ptr + slot[:, None] * stride_ss + h * stride_sh + (half[None, :] // 16) * 2
         sc = tl.load(par, mask=kmask[:, None], other=0).to(tl.float32)
         mn = tl.load(par + 1, mask=kmask[:, None], other=0).to(tl.float32)
-        x = (nib.to(tl.float32) * sc + mn).to(DTYPE)
-    return x
+        x0 = ((raw & 15).to(tl.float32) * sc + mn).to(DTYPE)
+        x1 = ((raw >> 4).to(tl.float32) * sc + mn).to(DTYPE)
+    else:
+        raw0 = tl.load(rows + half[None, :], mask=kmask[:, None], other=0)
+        raw1 = tl.load(rows + D // 2 + half[None, :], mask=kmask[:, None], other=0)
+        if FORMAT == 0:
+            x0, x1 = raw0.to(DTYPE), raw1.to(DTYPE)
+        elif FORMAT == 1:
+            x0 = raw0.to(tl.float8e4nv, bitcast=True).to(tl.float32).to(DTYPE)
+            x1 = raw1.to(tl.float8e4nv, bitcast=True).to(tl.float32).to(DTYPE)
+        else:
+            x0, x1 = raw0.to(tl.float32).to(DTYPE), raw1.to(tl.float32).to(DTYPE)
+    return x0, x1
 
 
 @triton.jit
@@ -101,10 +106,8 @@ def _attn_split(
     half = tl.arange(0, D // 2)
     if FORMAT == 3:
         ch0, ch1 = 2 * half, 2 * half + 1  # channels of the low / high nibbles
-        byte0, byte1 = half, half
     else:
         ch0, ch1 = half, half + D // 2
-        byte0, byte1 = ch0, ch1
     tok = q_start + qi
     q_rows = Q + tok[:, None] * stride_qt + head[:, None] * stride_qh
     q0 = tl.load(q_rows + ch0[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_M, D/2]
@@ -122,10 +125,9 @@ def _attn_split(
         kpos = n + tl.arange(0, BLOCK_N)
         kmask = kpos < end
         slot = tl.load(SLOTS + b * stride_tb + kpos, mask=kmask, other=0)
-        k0 = _load_half(K, KS, slot, h, byte0, kmask, stride_ks, stride_kh, stride_ss, stride_sh, False, FORMAT, DTYPE).to(DOT)
-        k1 = _load_half(K, KS, slot, h, byte1, kmask, stride_ks, stride_kh, stride_ss, stride_sh, True, FORMAT, DTYPE).to(DOT)
-        s = tl.dot(q0, tl.trans(k0), input_precision=PRECISION)
-        s = tl.dot(q1, tl.trans(k1), s, input_precision=PRECISION)  # [BLOCK_M, BLOCK_N]
+        k0, k1 = _load_tile(K, KS, slot, h, half, kmask, stride_ks, stride_kh, stride_ss, stride_sh, D, FORMAT, DTYPE)
+        s = tl.dot(q0, tl.trans(k0.to(DOT)), input_precision=PRECISION)
+        s = tl.dot(q1, tl.trans(k1.to(DOT)), s, input_precision=PRECISION)  # [BLOCK_M, BLOCK_N]
         if FORMAT == 1 or FORMAT == 2:
             k_scale = tl.load(KS + slot * stride_ss + h * stride_sh, mask=kmask, other=0.0)
             s = s * k_scale[None, :]
@@ -140,14 +142,13 @@ def _attn_split(
         alpha = tl.exp2(m - m_safe)
         l = l * alpha + tl.sum(p, axis=1)
         m = m_new
-        v0 = _load_half(V, VS, slot, h, byte0, kmask, stride_ks, stride_kh, stride_ss, stride_sh, False, FORMAT, DTYPE).to(DOT)
-        v1 = _load_half(V, VS, slot, h, byte1, kmask, stride_ks, stride_kh, stride_ss, stride_sh, True, FORMAT, DTYPE).to(DOT)
+        v0, v1 = _load_tile(V, VS, slot, h, half, kmask, stride_ks, stride_kh, stride_ss, stride_sh, D, FORMAT, DTYPE)
         if FORMAT == 1 or FORMAT == 2:
             v_scale = tl.load(VS + slot * stride_ss + h * stride_sh, mask=kmask, other=0.0)
             p = p * v_scale[None, :]
         p = p.to(DTYPE).to(DOT)
-        acc0 = tl.dot(p, v0, acc0 * alpha[:, None], input_precision=PRECISION)
-        acc1 = tl.dot(p, v1, acc1 * alpha[:, None], input_precision=PRECISION)
+        acc0 = tl.dot(p, v0.to(DOT), acc0 * alpha[:, None], input_precision=PRECISION)
+        acc1 = tl.dot(p, v1.to(DOT), acc1 * alpha[:, None], input_precision=PRECISION)
 
     inv = 1.0 / tl.where(l > 0, l, 1.0)
     acc0 = acc0 * inv[:, None]
