@@ -29,6 +29,9 @@ SHAPES = {
     "qwen2.5-coder-1.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=1536, intermediate_size=8960,
                                num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
                                max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=True),
+    "qwen2.5-coder-7b": dict(model_type="qwen2", vocab_size=152064, hidden_size=3584, intermediate_size=18944,
+                             num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+                             max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=False),
 }
 HBM_BYTES_PER_S = 4.3e12
 
@@ -101,7 +104,7 @@ def hf_step_ms(hf, context: int, k: int, reps: int) -> float:
         return time_fn(step, reps)
 
 
-def check_graphs_match_eager(folder: Path, device: str) -> dict:
+def check_graphs_match_eager(folder: Path, device: str, attention: str = "auto") -> dict:
     """Greedy outputs with CUDA graphs == eager, for plain decode and lookup verify blocks."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
@@ -112,7 +115,8 @@ def check_graphs_match_eager(folder: Path, device: str) -> dict:
     prompt = torch.randint(0, 1000, (300,), generator=torch.Generator().manual_seed(7)).tolist()
     outs = {}
     for eager in (True, False):
-        eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=2048))
+        eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=2048,
+                                     attention=attention))
         plain = [t for ev in eng.generate(Request(prompt, SamplingParams(max_tokens=40, ignore_eos=True), drafter="none"))
                  for t in ev.token_ids]
         # A source that repeats the plain output with one token changed: drafts accepted, then rejected.
@@ -141,6 +145,9 @@ def main(argv=None) -> None:
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 4096, 8192])
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--no-eager", action="store_true", help="CUDA: only the CUDA-graph runs")
+    ap.add_argument("--attention", nargs="+", default=["auto"], choices=["auto", "triton", "ref"],
+                    help="paged attention implementations to time (EngineConfig.attention)")
     args = ap.parse_args(argv)
 
     from engine.config import EngineConfig
@@ -152,13 +159,17 @@ def main(argv=None) -> None:
     folder = random_model_folder(args.shape, Path(tempfile.mkdtemp()), dtype)
     weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
     floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
-    checks = check_graphs_match_eager(folder, device) if cuda else {}
+    checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda else {}
     rows, results = [], {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
     max_len = max(args.contexts) + 64
-    variants = [("ours, CUDA graphs", False), ("ours, eager", True)] if cuda else [("ours", True)]
-    for name, eager in variants:
+    variants = [(f"ours, CUDA graphs, {impl}", False, impl) for impl in args.attention]
+    if not args.no_eager:
+        variants += [(f"ours, eager, {impl}", True, impl) for impl in args.attention]
+    if not cuda:
+        variants = [(f"ours, {impl}", True, impl) for impl in args.attention]
+    for name, eager, impl in variants:
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
-                                     max_num_seqs=1))
+                                     max_num_seqs=1, attention=impl))
         for ctx in args.contexts:
             for k in (1, 16):
                 ms = engine_step_ms(eng, ctx, k, args.reps)

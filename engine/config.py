@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from engine.loader.registry import DEFAULT_MODEL
+from kernels.paged_attention import IMPLS as ATTENTION_IMPLS
 
 BACKENDS = ("engine", "vllm")
 DRAFTERS = ("lookup", "ngram-earliest", "pld", "none")
@@ -46,6 +47,9 @@ class EngineConfig:
     # Both give exactly the target's distribution.
     sampled_verify: str = "coupled"
     enforce_eager: bool = False  # no CUDA graphs
+    # Paged attention (kernels/paged_attention): auto (the Triton kernel on CUDA, the reference
+    # elsewhere) | triton | ref (gather + SDPA, for comparison)
+    attention: str = "auto"
     seed: int = 0
     # Which engine generates (engine/backends): "engine" (ours, in this process) or "vllm" (a
     # `vllm serve`, for deployments beyond one GPU; the fields above then only name the model).
@@ -66,6 +70,8 @@ class EngineConfig:
             raise ValueError(f"verify_tokens must be in [1, 64], got {self.verify_tokens}")
         if self.sampled_verify not in ("coupled", "rejection"):
             raise ValueError(f"sampled_verify must be coupled or rejection, got {self.sampled_verify!r}")
+        if self.attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {self.attention!r}")
         if self.kv_dtype not in KV_DTYPES:
             raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {self.kv_dtype!r}")
         if self.dtype != "auto" and self.dtype not in DTYPES:

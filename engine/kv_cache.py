@@ -27,6 +27,8 @@ INT4_GROUP = 32
 class LayerKV:
     """One layer's K and V, one row per slot: [num_slots, num_kv_heads, head_dim] each."""
 
+    format = "plain"  # how kernels/paged_attention reads the rows: plain | fp8 | int8 | int4
+
     def __init__(self, num_slots: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device):
         self.k = torch.zeros(num_slots, num_kv_heads, head_dim, dtype=dtype, device=device)
         self.v = torch.zeros_like(self.k)
@@ -72,6 +74,7 @@ class ScaledLayerKV(QuantizedLayerKV):
         self.dtype = dtype
         self.store = store
         self.limit = self.LIMITS[store]
+        self.format = "fp8" if store.is_floating_point else "int8"
         # Kept as raw bytes (index_copy_ has no float8 kernel on every device), viewed on read.
         self.k = torch.zeros(num_slots, num_kv_heads, head_dim, dtype=torch.uint8 if store.is_floating_point else store,
                              device=device)
@@ -97,6 +100,8 @@ class ScaledLayerKV(QuantizedLayerKV):
 
 class Int4LayerKV(QuantizedLayerKV):
     """Asymmetric 4-bit storage, two values per byte, an fp16 scale and minimum per 32 channels."""
+
+    format = "int4"
 
     def __init__(self, num_slots, num_kv_heads, head_dim, dtype, device):
         if head_dim % INT4_GROUP:

@@ -9,6 +9,8 @@ captured CUDA graph unless `enforce_eager` is set.
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import torch
 
 from engine.config import EngineConfig
@@ -18,6 +20,7 @@ from engine.loader.registry import resolve
 from engine.models.transformer import AttentionMetadata
 from engine.sequence import Sequence
 from engine.tokenizer import Tokenizer
+from kernels.paged_attention import resolve_impl
 
 CPU_KV_BUDGET_BYTES = 1 << 30
 
@@ -38,6 +41,8 @@ class ModelRunner:
         self.kv = KVCache(mc.num_layers, num_blocks, cfg.block_size, mc.num_kv_heads, mc.head_dim, self.dtype,
                           self.device, kv_dtype=cfg.kv_dtype, salt=f"{self.folder.resolve()}|{self.dtype}",
                           enable_prefix_caching=cfg.enable_prefix_caching)
+        self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim)
+        self.model.set_attention_impl(self.attention)
         self.graphs = None
         if self.device.type == "cuda" and not cfg.enforce_eager:
             from engine.cuda_graphs import GraphRunner
@@ -76,6 +81,8 @@ class ModelRunner:
             query_lens=q_lens,
             context_lens=ctx_lens,
         )
+        if not meta.uniform:
+            meta.query_starts = torch.tensor(list(accumulate(q_lens, initial=0)), dtype=torch.int32, device=dev)
         return torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev), meta
 
     @torch.inference_mode()

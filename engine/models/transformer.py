@@ -25,8 +25,9 @@ class AttentionMetadata:
 
     Tokens of a step are laid out sequence after sequence: `query_lens[b]` tokens of sequence b.
     When every sequence contributes the same number of tokens (decode, or verify blocks of one
-    length), `uniform` is true and attention runs as one batched call; that form is shape-static
-    and is what CUDA graphs capture.
+    length), `uniform` is true; that form is shape-static and is what CUDA graphs capture. The
+    reference attention runs it as one batched call and other batches one sequence at a time; the
+    Triton kernel runs every batch as one call (non-uniform ones through `query_starts`).
     """
 
     slot_mapping: torch.Tensor  # [T] cache slot each new token's K/V is written to
@@ -34,6 +35,7 @@ class AttentionMetadata:
     q_positions: torch.Tensor  # [B, Tq_max] absolute position of each query (padded rows repeat)
     query_lens: list[int]  # tokens of each sequence in this step
     context_lens: list[int]  # tokens of each sequence in the cache after this step's writes
+    query_starts: torch.Tensor | None = None  # [B+1] int32 first row of each sequence (non-uniform steps)
 
     @property
     def uniform(self) -> bool:
@@ -52,6 +54,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+        self.attention_impl = "ref"  # or "triton"; CausalLM.set_attention_impl
 
     def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
         T = x.shape[0]
@@ -63,30 +66,11 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         kv.write(meta.slot_mapping, k, v)
-        if meta.uniform:
-            B, Tq = len(meta.query_lens), meta.query_lens[0]
-            kc, vc = kv.gather(meta.slot_tables)  # [B, S, Hkv, D]
-            out = paged_attention(
-                q.view(B, Tq, self.num_heads, self.head_dim), kc, vc,
-                meta.q_positions[:, :Tq], self.scale, self.sliding_window,
-            ).reshape(T, self.q_size)
-        else:
-            out = self._varlen(q, meta, kv)
-        return self.o_proj(out)
-
-    def _varlen(self, q, meta: AttentionMetadata, kv) -> torch.Tensor:
-        """Sequences of different query lengths (prefill chunks beside decodes): one call each."""
-        outs, start = [], 0
-        for b, (qlen, ctx) in enumerate(zip(meta.query_lens, meta.context_lens)):
-            kc, vc = kv.gather(meta.slot_tables[b : b + 1, :ctx])
-            outs.append(
-                paged_attention(
-                    q[None, start : start + qlen], kc, vc,
-                    meta.q_positions[b : b + 1, :qlen], self.scale, self.sliding_window,
-                )[0]
-            )
-            start += qlen
-        return torch.cat(outs).reshape(-1, self.q_size)
+        out = paged_attention(
+            q, kv, meta.slot_tables, meta.q_positions, meta.query_lens, meta.context_lens, self.scale,
+            self.sliding_window, query_starts=meta.query_starts, impl=self.attention_impl,
+        )  # [T, H, D]
+        return self.o_proj(out.reshape(T, self.q_size))
 
 
 class MLP(nn.Module):
@@ -124,6 +108,11 @@ class CausalLM(nn.Module):
             cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, max_positions or cfg.max_position_embeddings
         )
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+
+    def set_attention_impl(self, impl: str) -> None:
+        """"ref" or "triton" (kernels/paged_attention.resolve_impl), the same for every layer."""
+        for layer in self.layers:
+            layer.self_attn.attention_impl = impl
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, kv_caches) -> torch.Tensor:
         """input_ids, positions: [T] -> hidden states [T, hidden] (final norm applied)."""

@@ -44,3 +44,31 @@ def paged_attention_ref(
         enable_gqa=q.shape[2] != k.shape[2],
     )
     return out.transpose(1, 2)
+
+
+def paged_attention_cache_ref(
+    q: torch.Tensor,  # [T, H, D]: the step's queries, sequence after sequence
+    kv,  # the layer's cache: .gather(slot_tables) -> K, V [B, S, Hkv, D] in the compute dtype
+    slot_tables: torch.Tensor,  # [B, S]
+    q_positions: torch.Tensor,  # [B, Tq_max]
+    query_lens: list[int],  # rows of each sequence in q
+    context_lens: list[int],  # cached tokens of each sequence, this step's included
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:  # [T, H, D]
+    """The cache form: gather each sequence's context, then `paged_attention_ref`. Sequences of one
+    query length run as one batched call (shape-static); otherwise one call each, over the context
+    the sequence has."""
+    T, H, D = q.shape
+    if len(set(query_lens)) == 1:
+        B, Tq = len(query_lens), query_lens[0]
+        kc, vc = kv.gather(slot_tables)  # [B, S, Hkv, D]
+        return paged_attention_ref(q.view(B, Tq, H, D), kc, vc, q_positions[:, :Tq], scale, sliding_window).reshape(T, H, D)
+    outs, start = [], 0
+    for b, (qlen, ctx) in enumerate(zip(query_lens, context_lens)):
+        kc, vc = kv.gather(slot_tables[b : b + 1, :ctx])
+        outs.append(
+            paged_attention_ref(q[None, start : start + qlen], kc, vc, q_positions[b : b + 1, :qlen], scale, sliding_window)[0]
+        )
+        start += qlen
+    return torch.cat(outs)

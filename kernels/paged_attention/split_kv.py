@@ -1,0 +1,280 @@
+"""Split-KV paged attention in Triton: verify blocks, decode and prefill chunks read straight from the cache.
+
+One program takes one (sequence, query block, KV head, split). Its rows are `BLOCK_M // G`
+consecutive queries times the G query heads that share the KV head (GQA), so each K/V tile is read
+once per group. Its keys are the ones the block can see (positions up to its last query; with a
+sliding window, from its first query's window start), read tile by tile through the slot table,
+with the causal/window mask applied inside. Those keys are divided among `num_splits` programs so
+that a few queries (K = 1..16 at batch 1) still fill the GPU; each writes its normalized partial
+output and its log-sum-exp, and `_merge` combines the splits. With one split the first kernel
+writes the output itself.
+
+Cache formats (engine/kv_cache.py, `kv.format`): `plain` (bf16/fp16/fp32), `fp8` and `int8` (one
+fp32 scale per token per head), `int4` (two channels a byte, an fp16 scale and minimum per 32
+channels). The head dim is processed as two halves: channels [0, D/2) and [D/2, D) for the formats
+with a byte or more per channel, even and odd channels for int4 (the low and high nibbles of byte
+j are channels 2j and 2j+1), so one code path reads every format. fp8/int8 keys are scaled after
+the dot product and values through the softmax weights (int8 and e4m3 values are exact in bf16).
+
+Shape-static and sync-free: the grid depends only on tensor shapes, so CUDA graphs capture it. A
+sequence's real context is read on the device from `q_positions`, and each program divides the
+keys its block can see evenly among the splits, so a graph captured for a wide slot table spends
+no work on the padding past a short context.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+FORMATS = {"plain": 0, "fp8": 1, "int8": 2, "int4": 3}
+INT4_GROUP = 32
+MAX_SPLITS = 128
+# Fewest keys worth a split of their own (64 beat 32, 128, 256, 512 on the H200: bench.attention --sweep).
+MIN_KEYS_PER_SPLIT = 64
+
+
+@triton.jit
+def _load_tile(ptr, scale_ptr, slot, h, half, kmask, stride_s, stride_h, stride_ss, stride_sh,
+               D: tl.constexpr, FORMAT: tl.constexpr, DTYPE: tl.constexpr):
+    """A K or V tile as its two halves, [BLOCK_N, D/2] each in DTYPE (fp8/int8 values unscaled)."""
+    rows = ptr + slot[:, None] * stride_s + h * stride_h
+    if FORMAT == 3:
+        # byte j holds channels 2j (low nibble) and 2j+1 (high), both in group j // 16, whose
+        # parameters are [scale, minimum]: one load of the bytes and the parameters for both halves
+        raw = tl.load(rows + half[None, :], mask=kmask[:, None], other=0)
+        par = scale_ptr + slot[:, None] * stride_ss + h * stride_sh + (half[None, :] // 16) * 2
+        sc = tl.load(par, mask=kmask[:, None], other=0).to(tl.float32)
+        mn = tl.load(par + 1, mask=kmask[:, None], other=0).to(tl.float32)
+        x0 = ((raw & 15).to(tl.float32) * sc + mn).to(DTYPE)
+        x1 = ((raw >> 4).to(tl.float32) * sc + mn).to(DTYPE)
+    else:
+        raw0 = tl.load(rows + half[None, :], mask=kmask[:, None], other=0)
+        raw1 = tl.load(rows + D // 2 + half[None, :], mask=kmask[:, None], other=0)
+        if FORMAT == 0:
+            x0, x1 = raw0.to(DTYPE), raw1.to(DTYPE)
+        elif FORMAT == 1:
+            x0 = raw0.to(tl.float8e4nv, bitcast=True).to(tl.float32).to(DTYPE)
+            x1 = raw1.to(tl.float8e4nv, bitcast=True).to(tl.float32).to(DTYPE)
+        else:
+            x0, x1 = raw0.to(tl.float32).to(DTYPE), raw1.to(tl.float32).to(DTYPE)
+    return x0, x1
+
+
+@triton.jit
+def _attn_split(
+    Q, K, V, KS, VS, SLOTS, QPOS, QSTART, O, OPART, LSE,
+    stride_qt, stride_qh, stride_ks, stride_kh, stride_ss, stride_sh, stride_tb, stride_pb,
+    stride_ot, stride_oh, stride_ps, stride_pt, stride_ph, stride_ls, stride_lt,
+    uniform_q_len, num_q_blocks, num_splits, scale_log2, window,
+    G: tl.constexpr, D: tl.constexpr, FORMAT: tl.constexpr, VARLEN: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
+    b = tl.program_id(0) // num_q_blocks
+    qblock = tl.program_id(0) % num_q_blocks
+    h = tl.program_id(1)
+    split = tl.program_id(2)
+    QPB: tl.constexpr = BLOCK_M // G  # queries per block
+    if VARLEN:
+        q_start = tl.load(QSTART + b)
+        q_len = tl.load(QSTART + b + 1) - q_start
+    else:
+        q_start = b * uniform_q_len
+        q_len = uniform_q_len
+    if qblock * QPB >= q_len:
+        return
+
+    # row r: query qblock * QPB + r // G of the sequence, head h * G + r % G
+    rows = tl.arange(0, BLOCK_M)
+    qi = qblock * QPB + rows // G
+    head = h * G + rows % G
+    valid = (rows < QPB * G) & (qi < q_len)
+    pos = tl.load(QPOS + b * stride_pb + qi, mask=valid, other=0)  # [BLOCK_M]
+    hi = tl.max(tl.where(valid, pos, -1), axis=0) + 1  # the block sees keys [lo, hi)
+    if HAS_WINDOW:
+        lo = tl.maximum(tl.min(tl.where(valid, pos, hi), axis=0) - window + 1, 0)
+    else:
+        lo = 0
+    per_split = tl.cdiv(tl.cdiv(hi - lo, num_splits), BLOCK_N) * BLOCK_N
+    start = lo + split * per_split
+    end = tl.minimum(start + per_split, hi)
+
+    half = tl.arange(0, D // 2)
+    if FORMAT == 3:
+        ch0, ch1 = 2 * half, 2 * half + 1  # channels of the low / high nibbles
+    else:
+        ch0, ch1 = half, half + D // 2
+    tok = q_start + qi
+    q_rows = Q + tok[:, None] * stride_qt + head[:, None] * stride_qh
+    q0 = tl.load(q_rows + ch0[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_M, D/2]
+    q1 = tl.load(q_rows + ch1[None, :], mask=valid[:, None], other=0.0)
+    DTYPE: tl.constexpr = Q.dtype.element_ty
+    # The operands' dtype in tl.dot: DTYPE, or fp32 (exact for bf16) where the interpreter's bf16 dot is wrong.
+    DOT: tl.constexpr = tl.float32 if DOT_FP32 else DTYPE
+    q0, q1 = q0.to(DOT), q1.to(DOT)
+
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l = tl.zeros([BLOCK_M], tl.float32)
+    acc0 = tl.zeros([BLOCK_M, D // 2], tl.float32)
+    acc1 = tl.zeros([BLOCK_M, D // 2], tl.float32)
+    for n in range(start, end, BLOCK_N):
+        kpos = n + tl.arange(0, BLOCK_N)
+        kmask = kpos < end
+        slot = tl.load(SLOTS + b * stride_tb + kpos, mask=kmask, other=0)
+        k0, k1 = _load_tile(K, KS, slot, h, half, kmask, stride_ks, stride_kh, stride_ss, stride_sh, D, FORMAT, DTYPE)
+        s = tl.dot(q0, tl.trans(k0.to(DOT)), input_precision=PRECISION)
+        s = tl.dot(q1, tl.trans(k1.to(DOT)), s, input_precision=PRECISION)  # [BLOCK_M, BLOCK_N]
+        if FORMAT == 1 or FORMAT == 2:
+            k_scale = tl.load(KS + slot * stride_ss + h * stride_sh, mask=kmask, other=0.0)
+            s = s * k_scale[None, :]
+        s = s * scale_log2
+        visible = kmask[None, :] & (kpos[None, :] <= pos[:, None])
+        if HAS_WINDOW:
+            visible = visible & (kpos[None, :] > pos[:, None] - window)
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows that see nothing yet
+        p = tl.exp2(s - m_safe[:, None])
+        alpha = tl.exp2(m - m_safe)
+        l = l * alpha + tl.sum(p, axis=1)
+        m = m_new
+        v0, v1 = _load_tile(V, VS, slot, h, half, kmask, stride_ks, stride_kh, stride_ss, stride_sh, D, FORMAT, DTYPE)
+        if FORMAT == 1 or FORMAT == 2:
+            v_scale = tl.load(VS + slot * stride_ss + h * stride_sh, mask=kmask, other=0.0)
+            p = p * v_scale[None, :]
+        p = p.to(DTYPE).to(DOT)
+        acc0 = tl.dot(p, v0.to(DOT), acc0 * alpha[:, None], input_precision=PRECISION)
+        acc1 = tl.dot(p, v1.to(DOT), acc1 * alpha[:, None], input_precision=PRECISION)
+
+    inv = 1.0 / tl.where(l > 0, l, 1.0)
+    acc0 = acc0 * inv[:, None]
+    acc1 = acc1 * inv[:, None]
+    if SPLIT:
+        part = OPART + split * stride_ps + tok[:, None] * stride_pt + head[:, None] * stride_ph
+        tl.store(part + ch0[None, :], acc0, mask=valid[:, None])
+        tl.store(part + ch1[None, :], acc1, mask=valid[:, None])
+        lse = tl.where(l > 0, m + tl.log2(tl.where(l > 0, l, 1.0)), float("-inf"))  # log2 domain
+        tl.store(LSE + split * stride_ls + tok * stride_lt + head, lse, mask=valid)
+    else:
+        out = O + tok[:, None] * stride_ot + head[:, None] * stride_oh
+        tl.store(out + ch0[None, :], acc0.to(O.dtype.element_ty), mask=valid[:, None])
+        tl.store(out + ch1[None, :], acc1.to(O.dtype.element_ty), mask=valid[:, None])
+
+
+@triton.jit
+def _merge(OPART, LSE, O, num_splits, stride_ps, stride_pt, stride_ph, stride_ls, stride_lt, stride_ot, stride_oh,
+           D: tl.constexpr, SPLITS: tl.constexpr):
+    """out[t, h] = sum over splits of partial * 2^(lse - max lse), renormalized."""
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    s = tl.arange(0, SPLITS)
+    d = tl.arange(0, D)
+    lse = tl.load(LSE + s * stride_ls + t * stride_lt + h, mask=s < num_splits, other=float("-inf"))
+    w = tl.exp2(lse - tl.max(lse, axis=0))  # [SPLITS]; empty splits weigh 0
+    part = tl.load(OPART + s[:, None] * stride_ps + t * stride_pt + h * stride_ph + d[None, :],
+                   mask=(s < num_splits)[:, None], other=0.0)
+    out = tl.sum(part * w[:, None], axis=0) / tl.sum(w, axis=0)
+    tl.store(O + t * stride_ot + h * stride_oh + d, out.to(O.dtype.element_ty))
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 8  # the interpreter: a few splits, so that tests cover the merge
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def choose_splits(programs: int, width: int, device: torch.device) -> int:
+    """Splits per (sequence, query block, KV head) so that about two waves of programs run, each
+    with at least MIN_KEYS_PER_SPLIT keys of the slot table's `width`."""
+    sms = _sm_count(device)
+    if programs >= sms:
+        return 1
+    return max(1, min(triton.cdiv(2 * sms, programs), triton.cdiv(width, MIN_KEYS_PER_SPLIT), MAX_SPLITS))
+
+
+def paged_attention_triton(
+    q: torch.Tensor,  # [T, H, D]: the step's queries, sequence after sequence
+    kv,  # the layer's cache: .k, .v [slots, Hkv, D] (int4: D/2 bytes), .format, .k_scale, .v_scale
+    slot_tables: torch.Tensor,  # [B, S] cache slot of each context position
+    q_positions: torch.Tensor,  # [B, Tq_max] absolute position of each query
+    scale: float,
+    sliding_window: int | None = None,
+    query_starts: torch.Tensor | None = None,  # [B+1] int32 first row of each sequence; None: T // B rows each
+    num_splits: int | None = None,  # None: choose_splits
+    block_n: int = 64,
+    block_m: int | None = None,  # None: rows for the whole block of queries, 16..128
+    num_warps: int | None = None,
+    num_stages: int = 2,
+) -> torch.Tensor:  # [T, H, D]
+    T, H, D = q.shape
+    B, S = slot_tables.shape
+    fmt = FORMATS[kv.format]
+    k_cache, v_cache = kv.k, kv.v
+    Hkv = k_cache.shape[1]
+    G = H // Hkv
+    assert H == G * Hkv, f"{H} query heads do not share {Hkv} KV heads evenly"
+    assert D % 32 == 0 and D & (D - 1) == 0, f"head dim {D} must be a power of two >= 32"
+    assert k_cache.shape == v_cache.shape and k_cache.stride() == v_cache.stride()
+    assert k_cache.shape[2] == (D // 2 if fmt == 3 else D) and k_cache.stride(2) == 1
+    assert q.stride(2) == 1 and slot_tables.stride(1) == 1 and q_positions.stride(1) == 1
+    if fmt == 0:
+        k_scale = v_scale = k_cache  # unused
+    else:
+        k_scale, v_scale = kv.k_scale, kv.v_scale
+        assert k_scale.stride() == v_scale.stride()
+        assert fmt != 3 or (k_scale.shape[2] == D // INT4_GROUP and k_scale.stride(2) == 2 and k_scale.stride(3) == 1)
+    if query_starts is None:
+        assert T % B == 0, f"{T} query rows for {B} sequences: pass query_starts"
+        q_len, max_q = T // B, T // B
+    else:
+        assert query_starts.shape == (B + 1,) and query_starts.dtype == torch.int32
+        q_len, max_q = 0, q_positions.shape[1]
+
+    if block_m is None:
+        block_m = min(128 if D <= 128 else 64, max(16, triton.next_power_of_2(max_q * G)))
+    block_m = max(block_m, triton.next_power_of_2(G))
+    num_q_blocks = triton.cdiv(max_q, block_m // G)
+    if num_splits is None:
+        num_splits = choose_splits(B * num_q_blocks * Hkv, S, q.device)
+    num_splits = max(1, min(num_splits, MAX_SPLITS))
+    if num_warps is None:
+        num_warps = 8 if block_m * D >= 128 * 128 else 4
+
+    out = torch.empty_like(q)
+    split = num_splits > 1
+    if split:
+        o_part = torch.empty(num_splits, T, H, D, dtype=torch.float32, device=q.device)
+        lse = torch.empty(num_splits, T, H, dtype=torch.float32, device=q.device)
+    else:
+        o_part = lse = out  # unused
+    log2e = 1.4426950408889634
+    _attn_split[(B * num_q_blocks, Hkv, num_splits)](
+        Q=q, K=k_cache, V=v_cache, KS=k_scale, VS=v_scale, SLOTS=slot_tables, QPOS=q_positions,
+        QSTART=query_starts if query_starts is not None else slot_tables, O=out, OPART=o_part, LSE=lse,
+        stride_qt=q.stride(0), stride_qh=q.stride(1), stride_ks=k_cache.stride(0), stride_kh=k_cache.stride(1),
+        stride_ss=k_scale.stride(0), stride_sh=k_scale.stride(1), stride_tb=slot_tables.stride(0),
+        stride_pb=q_positions.stride(0), stride_ot=out.stride(0), stride_oh=out.stride(1),
+        stride_ps=o_part.stride(0) if split else 0, stride_pt=o_part.stride(1) if split else 0,
+        stride_ph=o_part.stride(2) if split else 0, stride_ls=lse.stride(0) if split else 0,
+        stride_lt=lse.stride(1) if split else 0,
+        uniform_q_len=q_len, num_q_blocks=num_q_blocks, num_splits=num_splits, scale_log2=scale * log2e,
+        window=sliding_window or 0,
+        G=G, D=D, FORMAT=fmt, VARLEN=query_starts is not None, HAS_WINDOW=sliding_window is not None,
+        SPLIT=split, BLOCK_M=block_m, BLOCK_N=block_n,
+        PRECISION="ieee" if q.dtype == torch.float32 else None,
+        DOT_FP32=q.dtype == torch.bfloat16 and q.device.type != "cuda",
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    if split:
+        _merge[(T, H)](
+            OPART=o_part, LSE=lse, O=out, num_splits=num_splits,
+            stride_ps=o_part.stride(0), stride_pt=o_part.stride(1), stride_ph=o_part.stride(2),
+            stride_ls=lse.stride(0), stride_lt=lse.stride(1), stride_ot=out.stride(0), stride_oh=out.stride(1),
+            D=D, SPLITS=triton.next_power_of_2(num_splits),
+        )
+    return out

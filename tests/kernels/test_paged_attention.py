@@ -1,0 +1,158 @@
+"""The Triton paged-attention kernel (kernels/paged_attention/split_kv.py) against ref.py, its spec.
+
+On the CPU the kernel runs in Triton's interpreter (tests/kernels/conftest.py), on a GPU natively.
+Every buffer the kernel allocates (output and split partials) starts as NaN, so an element it fails
+to write fails the comparison. Caches are filled through engine/kv_cache.py, so every storage
+format is read exactly as the engine writes it; slot tables are scattered permutations with live
+(masked) slots past each context.
+"""
+
+from contextlib import contextmanager
+from itertools import accumulate
+from unittest import mock
+
+import pytest
+import torch
+
+from engine.config import KV_DTYPES
+from engine.kv_cache import make_layer_kv
+from kernels.paged_attention import paged_attention_cache_ref, resolve_impl
+from kernels.paged_attention.split_kv import paged_attention_triton
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# max |kernel - ref| / max |ref|: fp32 differs in summation order only; 16-bit outputs round.
+TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+@contextmanager
+def nan_buffers():
+    empty, empty_like = torch.empty, torch.empty_like
+    with mock.patch.object(torch, "empty", lambda *a, **k: empty(*a, **k).fill_(float("nan"))), \
+         mock.patch.object(torch, "empty_like", lambda *a, **k: empty_like(*a, **k).fill_(float("nan"))):
+        yield
+
+
+def check(query_lens, context_lens, *, D=64, G=2, Hkv=2, kv_dtype="auto", dtype=torch.float32, window=None,
+          seed=0, **kernel_args):
+    """Random queries and cache for sequences with these query and context lengths; the kernel's
+    output must match the reference's."""
+    g = torch.Generator().manual_seed(seed)
+    B = len(query_lens)
+    width = max(context_lens) + 9  # padded tables, as the engine's are
+    num_slots = B * width + 16
+    kv = make_layer_kv(kv_dtype, num_slots, Hkv, D, dtype, DEVICE)
+    kv.write(torch.arange(num_slots, device=DEVICE), torch.randn(num_slots, Hkv, D, generator=g).to(DEVICE),
+             torch.randn(num_slots, Hkv, D, generator=g).to(DEVICE))
+    slot_tables = torch.randperm(num_slots, generator=g)[: B * width].view(B, width).to(DEVICE)
+    q = (2 * torch.randn(sum(query_lens), G * Hkv, D, generator=g)).to(dtype).to(DEVICE)
+    max_q = max(query_lens)
+    q_positions = torch.stack([torch.arange(c - n, c - n + max_q) for n, c in zip(query_lens, context_lens)]).to(DEVICE)
+    uniform = len(set(query_lens)) == 1
+    starts = None if uniform else torch.tensor(list(accumulate(query_lens, initial=0)), dtype=torch.int32, device=DEVICE)
+    scale = D**-0.5
+
+    ref = paged_attention_cache_ref(q, kv, slot_tables, q_positions, query_lens, context_lens, scale, window)
+    with nan_buffers():
+        out = paged_attention_triton(q, kv, slot_tables, q_positions, scale, window, query_starts=starts, **kernel_args)
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    assert not out.isnan().any(), "unwritten output"
+    err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    assert err <= TOL[dtype], f"relative error {err:.2e} > {TOL[dtype]:.0e}"
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("G", [1, 2, 7])
+@pytest.mark.parametrize("Tq", [1, 5, 16])
+def test_shapes(D, G, Tq):
+    check([Tq, Tq], [Tq + 30, Tq + 77], D=D, G=G, seed=Tq)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+def test_every_kv_dtype(kv_dtype, dtype):
+    # the 0.5B model's GQA ratio, a verify block, three splits
+    check([16, 16], [45, 100], G=7, kv_dtype=kv_dtype, dtype=dtype, num_splits=3, block_n=16)
+
+
+@pytest.mark.parametrize("kv_dtype", ["int4", "int8"])
+def test_quantized_head_dim_128(kv_dtype):
+    check([5], [70], D=128, G=6, kv_dtype=kv_dtype, num_splits=2, block_n=16)
+
+
+def test_fp16_compute():
+    check([16, 1], [33, 64], G=7, dtype=torch.float16, num_splits=2, block_n=16)
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 5, 20])
+def test_splits(num_splits):
+    # 20 splits of 16-key tiles for a 200-key context: some are empty and must weigh nothing
+    check([5, 5, 5], [200, 17, 5], G=2, num_splits=num_splits, block_n=16)
+
+
+@pytest.mark.parametrize("window", [1, 7, 40])
+@pytest.mark.parametrize("Tq", [1, 16])
+def test_sliding_window(window, Tq):
+    check([Tq, Tq], [30, 120], G=7, window=window, num_splits=3, block_n=16)
+
+
+@pytest.mark.parametrize("kv_dtype", ["auto", "int8"])
+@pytest.mark.parametrize("window", [None, 24])
+def test_varlen_batch(kv_dtype, window):
+    # a decode, a whole first prompt chunk, a later 40-token chunk (three query blocks), a short verify
+    check([1, 16, 40, 3], [50, 16, 90, 200], G=7, kv_dtype=kv_dtype, window=window, block_n=16)
+
+
+def test_varlen_bf16_splits():
+    check([1, 16, 3], [50, 16, 200], G=2, dtype=torch.bfloat16, num_splits=4, block_n=16)
+
+
+def test_resolve_impl():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_impl("auto", cpu, 64) == "ref"
+    assert resolve_impl("auto", cuda, 64) == "triton"
+    assert resolve_impl("auto", cuda, 16) == "ref"  # below the kernel's smallest head dim
+    assert resolve_impl("ref", cuda, 64) == "ref"
+    with pytest.raises(ValueError, match="head dims"):
+        resolve_impl("triton", cuda, 80)
+    with pytest.raises(ValueError, match="must be one of"):
+        resolve_impl("flash", cpu, 64)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer random Mistral: the 0.5B model's GQA ratio (14 query heads on 2 KV heads), head dim
+    64, a sliding window; a word-level tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models
+
+    cfg = transformers.MistralConfig(vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                     num_attention_heads=14, num_key_value_heads=2, head_dim=64, sliding_window=40,
+                                     max_position_embeddings=512)
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("tiny-mistral")
+    transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder)
+    Tokenizer(models.WordLevel({f"t{i}": i for i in range(211)}, unk_token="t0")).save(str(folder / "tokenizer.json"))
+    return folder
+
+
+@pytest.mark.parametrize("kv_dtype", ["auto", "fp8"])
+def test_engine_tokens_match_reference(tiny_model, kv_dtype):
+    """Through the whole engine with each attention: prompt chunks of different lengths in one step
+    (one varlen call), then decode and verify blocks side by side; the same tokens."""
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.types import Request, SamplingParams
+
+    prompts = [[(7 * i) % 200 + 1 for i in range(70)], [(5 * i) % 190 + 3 for i in range(23)]]
+    outs = {}
+    for impl in ("ref", "triton"):
+        eng = LLMEngine(EngineConfig(model=str(tiny_model), device=DEVICE, attention=impl, kv_dtype=kv_dtype,
+                                     max_model_len=256, max_num_seqs=2, max_batch_tokens=64, enforce_eager=True))
+        assert eng.runner.attention == impl
+        seqs = [eng.add_request(Request(p, SamplingParams(max_tokens=24, ignore_eos=True),
+                                        sources={"prediction": p[-30:] * 2}, drafter=d))
+                for p, d in zip(prompts, ("lookup", "none"))]
+        while eng.has_work():
+            eng.step()
+        outs[impl] = [s.output_ids for s in seqs]
+    assert outs["triton"] == outs["ref"]
