@@ -38,6 +38,7 @@ from lsp_server.settings import Settings
 
 ASK_MAX_TOKENS = 512  # an answer's default length (the HTTP API's /v1/rag default too)
 CONNECT_TIMEOUT_S = 5.0  # a server that does not accept the connection by then is down
+PROBE_TIMEOUT_S = 3.0  # a status probe of a vLLM server
 
 
 class EngineFailed(RuntimeError):
@@ -197,6 +198,8 @@ class LocalEngine:
         out = {"engine": "local", "model": name, "installed": installed, "loaded": loaded}
         if loaded:
             out.update(asdict(self._loading.result().load()))
+        if self.vllm_url:
+            out["vllm"] = await probe_vllm(self.vllm_url)
         return out
 
     async def close(self) -> None:
@@ -292,6 +295,19 @@ class RemoteEngine:
         if 400 <= response.status_code < 500:
             return ApplyError(f"the engine refused the request: {message}")
         return EngineFailed(f"the engine at {self.url} failed: {message}")
+
+
+async def probe_vllm(url: str) -> dict:
+    """`{url, reachable, error?}`: whether the vLLM server at `url` answers `GET /v1/models` (a
+    status check: the API key, the model and the tokenizer are checked when the engine loads)."""
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=PROBE_TIMEOUT_S) as http:
+            response = await http.get("/v1/models")
+    except httpx.TransportError as exc:
+        return {"url": url, "reachable": False, "error": f"no vLLM server answers at {url}: {_reason(exc)}"}
+    if response.status_code in (200, 401):  # 401: it is there, and wants the key the engine sends
+        return {"url": url, "reachable": True}
+    return {"url": url, "reachable": False, "error": f"{url}/v1/models answered HTTP {response.status_code}"}
 
 
 def _figures(stats: dict) -> dict:

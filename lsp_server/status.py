@@ -3,7 +3,8 @@
 Returns `{version, settings, engine}`: the settings in use (the API key left out), and the
 engine's state -- local: the model, whether it is installed (a pulled preset, an existing
 folder) and loaded, and once loaded the engine's load (waiting and running requests, free KV
-blocks, steps taken); remote: the server's `/health`, or
+blocks, steps taken), and with a `vllmUrl` whether that vLLM server answers (`vllm: {url,
+reachable, error?}`); remote: the server's `/health`, or
 `{reachable: false, error}` when nothing answers (a status check must not fail for that).
 """
 

@@ -22,7 +22,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 
 from tests.editor_clients.conftest import CHROMIUM, CLIENTS, EDITAPPLY, HERE, dev_case, keep_screenshot
 from tests.editor_clients.terminal import Terminal, screenshot
@@ -184,14 +183,15 @@ def test_checkhealth_with_an_unreachable_engine(nvim: Path, tmp_path: Path):
 
 
 def test_checkhealth_with_the_vllm_backend(nvim: Path, tmp_path: Path):
-    """settings.backend and settings.vllmUrl reach the server, which takes them without a warning
-    (status only: nothing connects to vLLM)."""
+    """settings.backend and settings.vllmUrl reach the server, which takes them without a warning,
+    and the report says that no vLLM answers at that URL (nothing listens there), with what to do."""
     url = f"http://127.0.0.1:{closed_port()}"
     report = run_spec(nvim, "health", tmp_path, env={"EDITAPPLY_MODEL": "smollm2-135m"}, cmd=[EDITAPPLY, "lsp"],
                       settings={"backend": "vllm", "vllmUrl": url})
     out = health(report)
-    assert "ERROR" not in out and "WARNING" not in out, out
+    assert "WARNING" not in out, out
     assert "backend=vllm" in out and f"vllm_url={url}" in out, out
+    assert f"ERROR no vLLM server answers at {url}" in out and "editapply vllm-command" in out, out
 
 
 def test_preview_in_a_terminal(nvim: Path, tmp_path: Path):

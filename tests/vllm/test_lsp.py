@@ -23,7 +23,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory, vllm):
     await lsp_client.shutdown_session()
 
 
-async def test_a_model_apply_runs_on_vllm(client: LanguageClient, ours):
+async def test_a_model_apply_runs_on_vllm(client: LanguageClient, ours, vllm):
     editor = client.editor
     case = dev_case()
     path = client.root / "ext_init.py"
@@ -35,3 +35,4 @@ async def test_a_model_apply_runs_on_vllm(client: LanguageClient, ours):
     assert result["usage"]["completion_tokens"] == reference.usage["completion_tokens"]
     status = await editor.execute("editapply.status", {})
     assert status["engine"]["loaded"] and status["engine"]["running"] == 0
+    assert status["engine"]["vllm"] == {"url": vllm.url, "reachable": True}

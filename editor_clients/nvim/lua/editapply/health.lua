@@ -79,6 +79,16 @@ local function report_engine(engine)
     vim.health.ok(("the engine at %s answers (%s)"):format(engine.url, engine.status or "ok"))
     return
   end
+  if engine.vllm then
+    if engine.vllm.reachable then
+      vim.health.ok(("vLLM at %s answers (the local engine generates there)"):format(engine.vllm.url))
+    else
+      vim.health.error(engine.vllm.error or ("vLLM at %s does not answer"):format(engine.vllm.url), {
+        "Start it (`editapply vllm-command --model ...` prints the command), or fix settings.vllmUrl",
+        "Deterministic merges work without it; model runs and :EditApplyAsk need it",
+      })
+    end
+  end
   if engine.installed == false then
     vim.health.error(("the model %s is not installed"):format(engine.model), {
       ("Run `editapply pull %s`, or set settings.model to an installed one (`editapply models`)"):format(engine.model),
