@@ -92,12 +92,13 @@ def micro(args) -> None:
     rows = []
     for M in (1, 16, 128):
         x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-        fns = {"bf16 matmul + float() (switch off)": lambda: (x @ w.t()).float(),
-               "int8 Triton (switch on)": lambda: linear_int8(x, q, s, "triton"),
-               "int8 Triton, block_n=128": lambda: linear_int8_triton(x, q, s, block_n=128),
-               "int8 Triton, block_n=32, block_k=256": lambda: linear_int8_triton(x, q, s, block_n=32, block_k=256),
-               "int8 Triton, block_m=64": lambda: linear_int8_triton(x, q, s, block_m=max(16, min(64, M))),
-               "int8 ref (chunked dequant)": lambda: linear_int8(x, q, s, "ref")}
+        # x and M bound as defaults: each lambda runs in this iteration anyway.
+        fns = {"bf16 matmul + float() (switch off)": lambda x=x: (x @ w.t()).float(),
+               "int8 Triton (switch on)": lambda x=x: linear_int8(x, q, s, "triton"),
+               "int8 Triton, block_n=128": lambda x=x: linear_int8_triton(x, q, s, block_n=128),
+               "int8 Triton, block_n=32, block_k=256": lambda x=x: linear_int8_triton(x, q, s, block_n=32, block_k=256),
+               "int8 Triton, block_m=64": lambda x=x, M=M: linear_int8_triton(x, q, s, block_m=max(16, min(64, M))),
+               "int8 ref (chunked dequant)": lambda x=x: linear_int8(x, q, s, "ref")}
         base = None
         for name, fn in fns.items():
             us = bench_us(fn)

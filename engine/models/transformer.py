@@ -15,7 +15,13 @@ import torch
 from torch import nn
 
 from engine.models.config import ModelConfig
-from engine.models.layers import Int8Table, RMSNorm, RotaryEmbedding, SiluAndMul, apply_rope
+from engine.models.layers import (
+    Int8Table,
+    RMSNorm,
+    RotaryEmbedding,
+    SiluAndMul,
+    apply_rope,
+)
 from kernels.paged_attention import paged_attention
 
 

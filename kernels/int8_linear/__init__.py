@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import torch
 
-from kernels.int8_linear.ref import dequantize_rows, embedding_int8_ref, linear_int8_ref, quantize_rows
+from kernels.int8_linear.ref import (
+    dequantize_rows,
+    embedding_int8_ref,
+    linear_int8_ref,
+    quantize_rows,
+)
 
 
 def linear_int8(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, impl: str = "ref") -> torch.Tensor:
@@ -22,4 +27,4 @@ def linear_int8(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, impl: str
     return linear_int8_ref(x, q, scale)
 
 
-__all__ = ["linear_int8", "linear_int8_ref", "embedding_int8_ref", "quantize_rows", "dequantize_rows"]
+__all__ = ["dequantize_rows", "embedding_int8_ref", "linear_int8", "linear_int8_ref", "quantize_rows"]

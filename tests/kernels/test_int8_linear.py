@@ -8,7 +8,13 @@ The kernel's output starts as NaN, so an element it fails to write fails the com
 import pytest
 import torch
 
-from kernels.int8_linear import dequantize_rows, embedding_int8_ref, linear_int8, linear_int8_ref, quantize_rows
+from kernels.int8_linear import (
+    dequantize_rows,
+    embedding_int8_ref,
+    linear_int8,
+    linear_int8_ref,
+    quantize_rows,
+)
 from kernels.int8_linear.weight_only import linear_int8_triton
 from tests.kernels.test_paged_attention import nan_buffers
 

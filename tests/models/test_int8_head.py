@@ -31,7 +31,8 @@ def engines(ci_model_dir):
 
 @pytest.fixture(scope="module")
 def case(engines):
-    row = sorted((json.loads(line) for line in open(DEV)), key=lambda r: len(r["original"]))[0]
+    with open(DEV) as f:
+        row = min((json.loads(line) for line in f), key=lambda r: len(r["original"]))
     tok = engines[0].tokenizer
     prompt = build_apply_prompt(row["original"], row["update_snippet"], row["instruction"], row["language"])
     sources = {"original": tok.encode(row["original"]), "snippet": tok.encode(row["update_snippet"])}
