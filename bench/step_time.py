@@ -148,6 +148,9 @@ def main(argv=None) -> None:
     ap.add_argument("--no-eager", action="store_true", help="CUDA: only the CUDA-graph runs")
     ap.add_argument("--attention", nargs="+", default=["auto"], choices=["auto", "triton", "ref"],
                     help="paged attention implementations to time (EngineConfig.attention)")
+    ap.add_argument("--no-checks", action="store_true", help="skip the graph-versus-eager checks")
+    ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
+                    help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
     args = ap.parse_args(argv)
 
     from engine.config import EngineConfig
@@ -159,7 +162,7 @@ def main(argv=None) -> None:
     folder = random_model_folder(args.shape, Path(tempfile.mkdtemp()), dtype)
     weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
     floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
-    checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda else {}
+    checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
     rows, results = [], {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
     max_len = max(args.contexts) + 64
     variants = [(f"ours, CUDA graphs, {impl}", False, impl) for impl in args.attention]
@@ -167,9 +170,11 @@ def main(argv=None) -> None:
         variants += [(f"ours, eager, {impl}", True, impl) for impl in args.attention]
     if not cuda:
         variants = [(f"ours, {impl}", True, impl) for impl in args.attention]
-    for name, eager, impl in variants:
+    variants = [(name + (", int8 head" if i8 == "on" else ""), eager, impl, i8 == "on")
+                for name, eager, impl in variants for i8 in args.int8_head]
+    for name, eager, impl, int8_head in variants:
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
-                                     max_num_seqs=1, attention=impl))
+                                     max_num_seqs=1, attention=impl, int8_head=int8_head))
         for ctx in args.contexts:
             for k in (1, 16):
                 ms = engine_step_ms(eng, ctx, k, args.reps)

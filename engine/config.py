@@ -50,6 +50,9 @@ class EngineConfig:
     # Paged attention (kernels/paged_attention): auto (the Triton kernel on CUDA, the reference
     # elsewhere) | triton | ref (gather + SDPA, for comparison)
     attention: str = "auto"
+    # int8 weight-only embeddings and lm_head, per-row scales (kernels/int8_linear; the Triton
+    # kernel on CUDA, the chunked reference elsewhere). Off: see README's config table for why.
+    int8_head: bool = False
     seed: int = 0
     # Which engine generates (engine/backends): "engine" (ours, in this process) or "vllm" (a
     # `vllm serve`, for deployments beyond one GPU; the fields above then only name the model).

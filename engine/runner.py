@@ -43,6 +43,8 @@ class ModelRunner:
                           enable_prefix_caching=cfg.enable_prefix_caching)
         self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim)
         self.model.set_attention_impl(self.attention)
+        if cfg.int8_head:
+            self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
         self.graphs = None
         if self.device.type == "cuda" and not cfg.enforce_eager:
             from engine.cuda_graphs import GraphRunner

@@ -114,3 +114,30 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return x * cos + rotate_half(x) * sin
+
+
+class Int8Table(nn.Module):
+    """An embedding / lm_head table stored as int8 rows with per-row scales (kernels/int8_linear).
+
+    Called with token ids it embeds them (gather the int8 rows, scale, cast to `dtype`); `logits`
+    multiplies hidden states by the table. Tied models use one table for both.
+    """
+
+    def __init__(self, weight: torch.Tensor, impl: str = "ref"):
+        super().__init__()
+        from kernels.int8_linear import quantize_rows
+
+        q, scale = quantize_rows(weight)
+        self.register_buffer("q", q.to(weight.device))  # [vocab, hidden] int8
+        self.register_buffer("scale", scale.to(weight.device))  # [vocab] fp32
+        self.dtype, self.impl = weight.dtype, impl
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # [T] -> [T, hidden]
+        from kernels.int8_linear import embedding_int8_ref
+
+        return embedding_int8_ref(ids, self.q, self.scale, self.dtype)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:  # [N, hidden] -> [N, vocab] fp32
+        from kernels.int8_linear import linear_int8
+
+        return linear_int8(hidden, self.q, self.scale, self.impl)

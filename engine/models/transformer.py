@@ -15,7 +15,13 @@ import torch
 from torch import nn
 
 from engine.models.config import ModelConfig
-from engine.models.layers import RMSNorm, RotaryEmbedding, SiluAndMul, apply_rope
+from engine.models.layers import (
+    Int8Table,
+    RMSNorm,
+    RotaryEmbedding,
+    SiluAndMul,
+    apply_rope,
+)
 from kernels.paged_attention import paged_attention
 
 
@@ -114,6 +120,13 @@ class CausalLM(nn.Module):
         for layer in self.layers:
             layer.self_attn.attention_impl = impl
 
+    def quantize_head(self, impl: str) -> None:
+        """Store embed_tokens and lm_head as int8 tables (per-row scales; tied models share one).
+        impl: "ref" (chunked dequantize, any device) or "triton" (kernels/int8_linear)."""
+        self.embed_tokens = Int8Table(self.embed_tokens.weight, impl)
+        if self.lm_head is not None:
+            self.lm_head = Int8Table(self.lm_head.weight, impl)
+
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, kv_caches) -> torch.Tensor:
         """input_ids, positions: [T] -> hidden states [T, hidden] (final norm applied)."""
         x = self.embed_tokens(input_ids)
@@ -124,5 +137,7 @@ class CausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[N, hidden] -> [N, vocab] in fp32."""
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return (hidden @ weight.t()).float()
+        head = self.embed_tokens if self.lm_head is None else self.lm_head
+        if isinstance(head, Int8Table):
+            return head.logits(hidden)
+        return (hidden @ head.weight.t()).float()
