@@ -72,9 +72,10 @@ def test_eviction_is_lru_and_unregisters():
 
 # ---- quantized storage on real activations --------------------------------------------------
 
-# Relative L2 error of dequantized K/V; measured on the CI model: bf16 0.17%, fp16 0.02%,
-# fp8 2.5%, int8 1.3%, int4 10.7% (keys have outlier channels within a head).
-BOUNDS = {"bf16": 0.005, "fp16": 0.001, "fp8": 0.04, "int8": 0.02, "int4": 0.15}
+# Relative L2 error of K and V tensors stored and read back as keys; measured on the CI model:
+# bf16 0.17%, fp16 0.02%, fp8 2.5%, int8 1.3%, int4 6.5% (per channel over each block; 10.7% with
+# the per-token groups before issue 16: keys have outlier channels within a head).
+BOUNDS = {"bf16": 0.005, "fp16": 0.001, "fp8": 0.04, "int8": 0.02, "int4": 0.08}
 
 
 @pytest.fixture(scope="module")
