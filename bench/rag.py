@@ -9,6 +9,7 @@
    against the unquantized cache, on real code.
 
     python -m bench.rag [--model qwen2.5-coder-0.5b] [--doc-tokens 8000] [--questions 10]
+    python -m bench.rag --kl-only   # 2 and 3 only
 """
 
 from __future__ import annotations
@@ -128,6 +129,27 @@ def kl_per_format(engine: LLMEngine, model: str, text_tokens: list[int]) -> list
     return rows
 
 
+def kv_formats_only(args) -> None:
+    from engine.runner import ModelRunner
+
+    cfg = EngineConfig.from_env(model=args.model, max_model_len=args.kl_tokens + 64, max_num_seqs=1)
+    runner = ModelRunner(cfg)
+    mc, tok = runner.model_config, runner.tokenizer
+    del runner
+    print(header(f"KV storage formats ({args.model}, {cfg.torch_dtype}, {cfg.torch_device})"))
+    budget = args.kv_budget_gib or (40.0 if cfg.torch_device.type == "cuda" else 1.0)
+    rows = []
+    for fmt in KV_FORMATS:
+        b = kv_bytes_per_token(fmt, mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.torch_dtype, cfg.block_size)
+        rows.append([fmt if fmt != "auto" else str(cfg.torch_dtype).replace("torch.", ""), b, int(budget * 2**30 // b)])
+    print(table(["KV format", "bytes/token", f"max tokens in {budget:g} GiB"], rows))
+    doc, _ = build_document(tok, args.kl_tokens)
+    kl_rows = kl_per_format(None, args.model, tok.encode(doc)[: args.kl_tokens])
+    print()
+    print(table(["KV format", f"KL vs {cfg.torch_dtype} (nats/token)", "top-1 agreement"], kl_rows))
+    save_json(f"rag_kv_{cfg.torch_device.type}.json", {"kv": rows, "kl": kl_rows})
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
@@ -136,7 +158,10 @@ def main(argv=None) -> None:
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--kl-tokens", type=int, default=1024)
     ap.add_argument("--kv-budget-gib", type=float, default=None, help="KV memory for the max-context column")
+    ap.add_argument("--kl-only", action="store_true", help="skip the workload: bytes/token, KL and top-1 only")
     args = ap.parse_args(argv)
+    if args.kl_only:
+        return kv_formats_only(args)
 
     t = time.perf_counter()
     w = workload(args.model, args.doc_tokens, args.questions, args.max_tokens)
@@ -156,7 +181,7 @@ def main(argv=None) -> None:
     budget = args.kv_budget_gib or (40.0 if cfg.torch_device.type == "cuda" else 1.0)
     rows = []
     for fmt in KV_FORMATS:
-        b = kv_bytes_per_token(fmt, mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.torch_dtype)
+        b = kv_bytes_per_token(fmt, mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.torch_dtype, cfg.block_size)
         rows.append([fmt if fmt != "auto" else str(cfg.torch_dtype).replace("torch.", ""), b,
                      int(budget * 2**30 // b)])
     print(table(["KV format", "bytes/token", f"max tokens in {budget:g} GiB"], rows))

@@ -9,8 +9,9 @@ Storage formats (`kv_dtype`, one switch: EDITAPPLY_KV_DTYPE):
   * `auto` (the model's dtype), `bf16`, `fp16`, `fp32` — stored as is;
   * `fp8`  — float8 e4m3 with one scale per token per head (amax / 448);
   * `int8` — symmetric int8 with one scale per token per head (amax / 127);
-  * `int4` — asymmetric 4-bit, two per byte, a scale and a minimum per group of 32 channels,
-             for very long contexts.
+  * `int4` — asymmetric 4-bit, two per byte: keys per channel over each block's tokens, values per
+             token in groups of 32 channels, and the block holding each query's position read in
+             full precision (engine/kv_int4.py says why), for very long contexts.
 Reads dequantize to the compute dtype (the reference path; a fused kernel reads them directly).
 """
 
@@ -20,8 +21,8 @@ import torch
 
 from engine.block_manager import BlockManager, OutOfBlocksError  # noqa: F401 (re-exported)
 from engine.config import KV_DTYPES
+from engine.kv_int4 import Int4LayerKV
 _PLAIN = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-INT4_GROUP = 32
 
 
 class LayerKV:
@@ -98,43 +99,8 @@ class ScaledLayerKV(QuantizedLayerKV):
         return 2 * (self.k[0].numel() * self.k.element_size() + self.k_scale[0].numel() * 4)
 
 
-class Int4LayerKV(QuantizedLayerKV):
-    """Asymmetric 4-bit storage, two values per byte, an fp16 scale and minimum per 32 channels."""
-
-    format = "int4"
-
-    def __init__(self, num_slots, num_kv_heads, head_dim, dtype, device):
-        if head_dim % INT4_GROUP:
-            raise ValueError(f"int4 KV needs head_dim divisible by {INT4_GROUP}, got {head_dim}")
-        self.dtype = dtype
-        self.groups = head_dim // INT4_GROUP
-        self.k = torch.zeros(num_slots, num_kv_heads, head_dim // 2, dtype=torch.uint8, device=device)
-        self.v = torch.zeros_like(self.k)
-        # [..., 0] scale, [..., 1] minimum of each group
-        self.k_scale = torch.zeros(num_slots, num_kv_heads, self.groups, 2, dtype=torch.float16, device=device)
-        self.v_scale = torch.zeros_like(self.k_scale)
-
-    def _quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        T, H, D = x.shape
-        g = x.float().reshape(T, H, self.groups, INT4_GROUP)
-        lo, hi = g.amin(dim=-1, keepdim=True), g.amax(dim=-1, keepdim=True)
-        params = torch.cat(((hi - lo).clamp_min(1e-6) / 15.0, lo), dim=-1).half()  # [T, H, G, 2]
-        scale, lo = params[..., :1].float(), params[..., 1:].float()
-        q = ((g - lo) / scale).round().clamp(0, 15).to(torch.uint8).reshape(T, H, D)
-        return q[..., 0::2] | (q[..., 1::2] << 4), params  # [T, H, D/2]
-
-    def _dequantize(self, packed: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
-        q = torch.stack((packed & 0xF, packed >> 4), dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
-        g = q.reshape(*q.shape[:-1], self.groups, INT4_GROUP).float()
-        g = g * params[..., :1].float() + params[..., 1:].float()
-        return g.reshape(q.shape)
-
-    @property
-    def bytes_per_slot(self) -> int:
-        return 2 * (self.k[0].numel() + self.k_scale[0].numel() * 2)
-
-
-def make_layer_kv(kv_dtype: str, num_slots: int, num_kv_heads: int, head_dim: int, dtype, device) -> LayerKV:
+def make_layer_kv(kv_dtype: str, num_slots: int, num_kv_heads: int, head_dim: int, dtype, device,
+                  block_size: int = 16, window_blocks: int = 64) -> LayerKV:
     if kv_dtype == "auto":
         return LayerKV(num_slots, num_kv_heads, head_dim, dtype, device)
     if kv_dtype in _PLAIN:
@@ -146,23 +112,26 @@ def make_layer_kv(kv_dtype: str, num_slots: int, num_kv_heads: int, head_dim: in
     if kv_dtype == "int8":
         return ScaledLayerKV(num_slots, num_kv_heads, head_dim, dtype, device, torch.int8)
     if kv_dtype == "int4":
-        return Int4LayerKV(num_slots, num_kv_heads, head_dim, dtype, device)
+        return Int4LayerKV(num_slots, num_kv_heads, head_dim, dtype, device, block_size, window_blocks)
     raise ValueError(f"kv dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
 
 
-def kv_bytes_per_token(kv_dtype: str, num_layers: int, num_kv_heads: int, head_dim: int, dtype) -> int:
-    probe = make_layer_kv(kv_dtype, 1, num_kv_heads, head_dim, dtype, "cpu")
+def kv_bytes_per_token(kv_dtype: str, num_layers: int, num_kv_heads: int, head_dim: int, dtype,
+                       block_size: int = 16) -> int:
+    probe = make_layer_kv(kv_dtype, block_size, num_kv_heads, head_dim, dtype, "cpu", block_size, window_blocks=1)
     return num_layers * probe.bytes_per_slot
 
 
 class KVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
                  head_dim: int, dtype: torch.dtype, device, kv_dtype: str = "auto",
-                 salt: str = "", enable_prefix_caching: bool = True):
+                 salt: str = "", enable_prefix_caching: bool = True, window_blocks: int = 64):
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.kv_dtype = kv_dtype
-        self.layers = [make_layer_kv(kv_dtype, num_blocks * block_size, num_kv_heads, head_dim, dtype, device)
+        # window_blocks: int4's full-precision pool, at least the blocks one step writes (engine/kv_int4.py)
+        self.layers = [make_layer_kv(kv_dtype, num_blocks * block_size, num_kv_heads, head_dim, dtype, device,
+                                     block_size, window_blocks)
                        for _ in range(num_layers)]
         self.blocks = BlockManager(num_blocks, block_size, salt=f"{salt}|{kv_dtype}",
                                    enable_prefix_caching=enable_prefix_caching)

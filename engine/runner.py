@@ -35,21 +35,29 @@ class ModelRunner:
         self.model = load_model(self.folder, self.dtype, self.device, max_positions=cfg.max_model_len + 64)
         mc = self.model.config
         self.model_config = mc
-        per_token = kv_bytes_per_token(cfg.kv_dtype, mc.num_layers, mc.num_kv_heads, mc.head_dim, self.dtype)
+        per_token = kv_bytes_per_token(cfg.kv_dtype, mc.num_layers, mc.num_kv_heads, mc.head_dim, self.dtype,
+                                       cfg.block_size)
         tokens = cfg.kv_cache_tokens or self._default_kv_tokens(per_token)
         num_blocks = max(1, tokens // cfg.block_size)
         self.kv = KVCache(mc.num_layers, num_blocks, cfg.block_size, mc.num_kv_heads, mc.head_dim, self.dtype,
                           self.device, kv_dtype=cfg.kv_dtype, salt=f"{self.folder.resolve()}|{self.dtype}",
-                          enable_prefix_caching=cfg.enable_prefix_caching)
+                          enable_prefix_caching=cfg.enable_prefix_caching, window_blocks=self._window_blocks())
         self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim)
         self.model.set_attention_impl(self.attention)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
         self.graphs = None
-        if self.device.type == "cuda" and not cfg.enforce_eager:
+        # int4 hands out its full-precision window on the host at each write, which a graph cannot replay.
+        if self.device.type == "cuda" and not cfg.enforce_eager and cfg.kv_dtype != "int4":
             from engine.cuda_graphs import GraphRunner
 
             self.graphs = GraphRunner(self)
+
+    def _window_blocks(self) -> int:
+        """int4's full-precision pool (engine/kv_int4.py): every block a step can write (a full prompt
+        chunk, each sequence's verify block) and then some, so waiting sequences keep theirs."""
+        bs = self.cfg.block_size
+        return self.cfg.max_batch_tokens // bs + self.cfg.max_num_seqs * (self.cfg.verify_tokens // bs + 3)
 
     def _default_kv_tokens(self, per_token: int) -> int:
         want = self.cfg.max_num_seqs * self.cfg.max_model_len

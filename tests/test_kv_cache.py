@@ -72,9 +72,10 @@ def test_eviction_is_lru_and_unregisters():
 
 # ---- quantized storage on real activations --------------------------------------------------
 
-# Relative L2 error of dequantized K/V; measured on the CI model: bf16 0.17%, fp16 0.02%,
-# fp8 2.5%, int8 1.3%, int4 10.7% (keys have outlier channels within a head).
-BOUNDS = {"bf16": 0.005, "fp16": 0.001, "fp8": 0.04, "int8": 0.02, "int4": 0.15}
+# Relative L2 error of K and V tensors stored and read back as keys; measured on the CI model:
+# bf16 0.17%, fp16 0.02%, fp8 2.5%, int8 1.3%, int4 6.5% (per channel over each block; 10.7% with
+# the per-token groups before issue 16: keys have outlier channels within a head).
+BOUNDS = {"bf16": 0.005, "fp16": 0.001, "fp8": 0.04, "int8": 0.02, "int4": 0.08}
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +105,90 @@ def test_quantization_error_bounds(real_kv, kv_dtype):
     assert worst < BOUNDS[kv_dtype], worst
 
 
+# ---- int4: keys per channel over a block, the newest block in full precision -----------------
+
+
+def int4_layer(num_blocks=8, window_blocks=64, H=2, D=64):
+    return make_layer_kv("int4", num_blocks * 16, H, D, torch.float32, "cpu", block_size=16, window_blocks=window_blocks)
+
+
+def outlier_kv(T, H=2, D=64, seed=0):
+    """Keys with Qwen-like outlier channels (a few channels 30-60x larger, offset), plain values."""
+    g = torch.Generator().manual_seed(seed)
+    k = torch.randn(T, H, D, generator=g)
+    k[..., [3, 40]] = k[..., [3, 40]] * 40 + 60
+    return k, torch.randn(T, H, D, generator=g)
+
+
+def rel(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+def test_int4_per_channel_keys_keep_outlier_channels():
+    k, v = outlier_kv(64)
+    layer = int4_layer()
+    layer.write(torch.arange(64), k, v)
+    kq, vq = layer.gather(torch.arange(64)[None])
+    # Per-channel: every channel keeps 16 levels of its own range. Measured: keys 3.7%, the other
+    # channels alone 6.6% (per-token groups of 32 on the same keys: 145% on them), values 7.9%.
+    normal = [c for c in range(64) if c not in (3, 40)]
+    assert rel(kq[0], k) < 0.05
+    assert rel(kq[0][..., normal], k[..., normal]) < 0.10
+    assert rel(vq[0], v) < 0.10
+
+
+def test_int4_block_contents_do_not_depend_on_how_writes_are_cut():
+    """One write of 70 tokens, or token by token, or chunks across block boundaries with drafts
+    written past the end and then rewritten (a rejected verify block): the same stored bytes."""
+    k, v = outlier_kv(70)
+    junk_k, junk_v = outlier_kv(70, seed=1)
+    slots = torch.tensor([5 * 16 + i for i in range(16)] + [2 * 16 + i for i in range(16)] +
+                         [7 * 16 + i for i in range(16)] + [0 * 16 + i for i in range(16)] + [3 * 16 + i for i in range(6)])
+    once = int4_layer()
+    once.write(slots, k, v)
+    cut = int4_layer()
+    for a, b in ((0, 1), (1, 13), (13, 20)):
+        cut.write(slots[a:b], k[a:b], v[a:b])
+    cut.write(slots[20:40], junk_k[20:40], junk_v[20:40])  # a verify block across a boundary, rejected
+    for a, b in ((20, 33), (33, 50), (50, 51), (51, 70)):
+        cut.write(slots[a:b], k[a:b], v[a:b])
+    for name, rows in (("k", slots), ("v", slots), ("v_scale", slots), ("k_scale", slots.unique() // 16)):
+        assert torch.equal(getattr(once, name)[rows], getattr(cut, name)[rows]), name
+
+
+def test_int4_window_holds_full_precision_and_is_bounded():
+    k, v = outlier_kv(40)
+    layer = int4_layer(window_blocks=2)
+    slots = torch.arange(40)  # blocks 0, 1, 2 (partial)
+    for i in range(40):
+        layer.write(slots[i : i + 1], k[i : i + 1], v[i : i + 1])
+    kq, vq = layer.gather(slots[None])
+    kf, vf = layer.gather_window(slots[None], kq, vq)
+    assert layer.window_of.tolist()[:3] == [-1, 0, 1] or layer.window_of.tolist()[:3] == [-1, 1, 0]
+    assert torch.equal(kf[0, 16:], k[16:]) and torch.equal(vf[0, 16:], v[16:])  # held: exact
+    assert torch.equal(kf[0, :16], kq[0, :16])  # evicted: its quantized form
+    with pytest.raises(RuntimeError, match="touches 3 KV blocks"):
+        layer.write(torch.tensor([0, 16, 32]), k[:3], v[:3])
+
+
+def test_int4_attention_reads_own_block_in_full_precision():
+    """A decode query in block 2 sees blocks 0-1 quantized and its own block exactly."""
+    from kernels.paged_attention import paged_attention_cache_ref, paged_attention_ref
+
+    k, v = outlier_kv(40)
+    layer = int4_layer()
+    slots = torch.arange(40)
+    layer.write(slots, k, v)
+    q = torch.randn(1, 4, 64)
+    out = paged_attention_cache_ref(q, layer, slots[None], torch.tensor([[39]]), [1], [40], 0.125)
+    kq, vq = layer.gather(slots[None])
+    mixed_k, mixed_v = torch.cat((kq[0, :32], k[32:]))[None], torch.cat((vq[0, :32], v[32:]))[None]
+    want = paged_attention_ref(q[None], mixed_k, mixed_v, torch.tensor([[39]]), 0.125)[0]
+    torch.testing.assert_close(out, want)
+
+
 def test_quantized_bytes_per_token_shrink():
-    sizes = {d: make_layer_kv(d, 1, 2, 64, torch.bfloat16, "cpu").bytes_per_slot for d in ("bf16", "fp8", "int8", "int4")}
+    sizes = {d: make_layer_kv(d, 16, 2, 64, torch.bfloat16, "cpu").bytes_per_slot for d in ("bf16", "fp8", "int8", "int4")}
     assert sizes["bf16"] > sizes["fp8"] == sizes["int8"] > sizes["int4"]
 
 
@@ -135,9 +218,12 @@ def prompts(ci_model_dir):
             for i in range(4)]
 
 
-def test_prefix_cache_hits_and_identical_results(ci_model_dir, prompts):
-    cached = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048))
-    plain = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, enable_prefix_caching=False))
+@pytest.mark.parametrize("kv_dtype", ["auto", "int4"])
+def test_prefix_cache_hits_and_identical_results(ci_model_dir, prompts, kv_dtype):
+    # int4: shared full blocks are read quantized exactly as their writer stored them
+    cached = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, kv_dtype=kv_dtype))
+    plain = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, enable_prefix_caching=False,
+                                   kv_dtype=kv_dtype))
     with_cache, _ = run(cached, prompts, together=False)
     without, _ = run(plain, prompts, together=False)
     assert with_cache == without

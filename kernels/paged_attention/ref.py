@@ -46,9 +46,37 @@ def paged_attention_ref(
     return out.transpose(1, 2)
 
 
+def paged_attention_window_ref(
+    q: torch.Tensor,  # [B, Tq, H, D]
+    kv,  # a layer with a full-precision window (engine/kv_int4.py): .gather, .gather_window, .block_size
+    slot_tables: torch.Tensor,  # [B, S]
+    q_positions: torch.Tensor,  # [B, Tq]
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:  # [B, Tq, H, D]
+    """Each query reads the block holding its own position in full precision and every other block
+    quantized: one SDPA over both forms of the keys side by side, [quantized | full], each masked
+    to the blocks it serves."""
+    kq, vq = kv.gather(slot_tables)  # [B, S, Hkv, D]
+    kf, vf = kv.gather_window(slot_tables, kq, vq)
+    S, bs = kq.shape[1], kv.block_size
+    mask = causal_mask(q_positions, S, sliding_window)  # [B, Tq, S]
+    own = (torch.arange(S, device=q.device) // bs)[None, None, :] == (q_positions // bs)[:, :, None]
+    mask = torch.cat((mask & ~own, mask & own), dim=-1)  # [B, Tq, 2S]
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2),
+        torch.cat((kq, kf), dim=1).transpose(1, 2),
+        torch.cat((vq, vf), dim=1).transpose(1, 2),
+        attn_mask=mask[:, None],
+        scale=scale,
+        enable_gqa=q.shape[2] != kq.shape[2],
+    )
+    return out.transpose(1, 2)
+
+
 def paged_attention_cache_ref(
     q: torch.Tensor,  # [T, H, D]: the step's queries, sequence after sequence
-    kv,  # the layer's cache: .gather(slot_tables) -> K, V [B, S, Hkv, D] in the compute dtype
+    kv,  # the layer's cache: .gather(slot_tables) -> K, V [B, S, Hkv, D] in the compute dtype (int4: and .gather_window)
     slot_tables: torch.Tensor,  # [B, S]
     q_positions: torch.Tensor,  # [B, Tq_max]
     query_lens: list[int],  # rows of each sequence in q
@@ -60,15 +88,18 @@ def paged_attention_cache_ref(
     query length run as one batched call (shape-static); otherwise one call each, over the context
     the sequence has."""
     T, H, D = q.shape
+
+    def attend(q, slot_tables, q_positions):
+        if hasattr(kv, "gather_window"):
+            return paged_attention_window_ref(q, kv, slot_tables, q_positions, scale, sliding_window)
+        kc, vc = kv.gather(slot_tables)  # [B, S, Hkv, D]
+        return paged_attention_ref(q, kc, vc, q_positions, scale, sliding_window)
+
     if len(set(query_lens)) == 1:
         B, Tq = len(query_lens), query_lens[0]
-        kc, vc = kv.gather(slot_tables)  # [B, S, Hkv, D]
-        return paged_attention_ref(q.view(B, Tq, H, D), kc, vc, q_positions[:, :Tq], scale, sliding_window).reshape(T, H, D)
+        return attend(q.view(B, Tq, H, D), slot_tables, q_positions[:, :Tq]).reshape(T, H, D)
     outs, start = [], 0
     for b, (qlen, ctx) in enumerate(zip(query_lens, context_lens)):
-        kc, vc = kv.gather(slot_tables[b : b + 1, :ctx])
-        outs.append(
-            paged_attention_ref(q[None, start : start + qlen], kc, vc, q_positions[b : b + 1, :qlen], scale, sliding_window)[0]
-        )
+        outs.append(attend(q[None, start : start + qlen], slot_tables[b : b + 1, :ctx], q_positions[b : b + 1, :qlen])[0])
         start += qlen
     return torch.cat(outs)

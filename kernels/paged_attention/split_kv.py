@@ -10,11 +10,13 @@ output and its log-sum-exp, and `_merge` combines the splits. With one split the
 writes the output itself.
 
 Cache formats (engine/kv_cache.py, `kv.format`): `plain` (bf16/fp16/fp32), `fp8` and `int8` (one
-fp32 scale per token per head), `int4` (two channels a byte, an fp16 scale and minimum per 32
-channels). The head dim is processed as two halves: channels [0, D/2) and [D/2, D) for the formats
+fp32 scale per token per head), `int4` (two channels a byte; keys with an fp16 scale and minimum
+per channel per KV block, values per 32 channels of a token; engine/kv_int4.py). The head dim is processed as two halves: channels [0, D/2) and [D/2, D) for the formats
 with a byte or more per channel, even and odd channels for int4 (the low and high nibbles of byte
 j are channels 2j and 2j+1), so one code path reads every format. fp8/int8 keys are scaled after
 the dot product and values through the softmax weights (int8 and e4m3 values are exact in bf16).
+int4 keeps the block holding each query's own position in full precision as well (its window):
+for keys in a query's own block the scores and the values come from the window copy instead.
 
 Shape-static and sync-free: the grid depends only on tensor shapes, so CUDA graphs capture it. A
 sequence's real context is read on the device from `q_positions`, and each program divides the
@@ -65,12 +67,27 @@ def _load_tile(ptr, scale_ptr, slot, h, half, kmask, stride_s, stride_h, stride_
 
 
 @triton.jit
+def _load_int4_keys(ptr, par_ptr, slot, h, half, kmask, stride_s, stride_h, stride_pb, stride_ph,
+                    BS: tl.constexpr, DTYPE: tl.constexpr):
+    """int4 keys as their even / odd channel halves: byte j holds channels 2j and 2j+1, each with
+    its block's [scale, minimum] (engine/kv_int4.py: k_scale [blocks, H, D, 2])."""
+    raw = tl.load(ptr + slot[:, None] * stride_s + h * stride_h + half[None, :], mask=kmask[:, None], other=0)
+    par = par_ptr + (slot // BS)[:, None] * stride_pb + h * stride_ph + 4 * half[None, :]
+    sc0 = tl.load(par, mask=kmask[:, None], other=0).to(tl.float32)
+    mn0 = tl.load(par + 1, mask=kmask[:, None], other=0).to(tl.float32)
+    sc1 = tl.load(par + 2, mask=kmask[:, None], other=0).to(tl.float32)
+    mn1 = tl.load(par + 3, mask=kmask[:, None], other=0).to(tl.float32)
+    return ((raw & 15).to(tl.float32) * sc0 + mn0).to(DTYPE), ((raw >> 4).to(tl.float32) * sc1 + mn1).to(DTYPE)
+
+
+@triton.jit
 def _attn_split(
-    Q, K, V, KS, VS, SLOTS, QPOS, QSTART, O, OPART, LSE,
-    stride_qt, stride_qh, stride_ks, stride_kh, stride_ss, stride_sh, stride_tb, stride_pb,
+    Q, K, V, KS, VS, KW, VW, WOF, SLOTS, QPOS, QSTART, O, OPART, LSE,
+    stride_qt, stride_qh, stride_ks, stride_kh, stride_ss, stride_sh, stride_kbs, stride_kbh, stride_ws, stride_wh,
+    stride_tb, stride_pb,
     stride_ot, stride_oh, stride_ps, stride_pt, stride_ph, stride_ls, stride_lt,
     uniform_q_len, num_q_blocks, num_splits, scale_log2, window,
-    G: tl.constexpr, D: tl.constexpr, FORMAT: tl.constexpr, VARLEN: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    G: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, FORMAT: tl.constexpr, VARLEN: tl.constexpr, HAS_WINDOW: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
     DOT_FP32: tl.constexpr,
 ):
@@ -121,13 +138,29 @@ def _attn_split(
     l = tl.zeros([BLOCK_M], tl.float32)
     acc0 = tl.zeros([BLOCK_M, D // 2], tl.float32)
     acc1 = tl.zeros([BLOCK_M, D // 2], tl.float32)
+    # int4: the first key of the earliest own block among the block's queries (window reads start there)
+    own_lo = (tl.min(tl.where(valid, pos, hi), axis=0) // BS) * BS
     for n in range(start, end, BLOCK_N):
         kpos = n + tl.arange(0, BLOCK_N)
         kmask = kpos < end
         slot = tl.load(SLOTS + b * stride_tb + kpos, mask=kmask, other=0)
-        k0, k1 = _load_tile(K, KS, slot, h, half, kmask, stride_ks, stride_kh, stride_ss, stride_sh, D, FORMAT, DTYPE)
+        if FORMAT == 3:
+            k0, k1 = _load_int4_keys(K, KS, slot, h, half, kmask, stride_ks, stride_kh, stride_kbs, stride_kbh, BS, DTYPE)
+        else:
+            k0, k1 = _load_tile(K, KS, slot, h, half, kmask, stride_ks, stride_kh, stride_ss, stride_sh, D, FORMAT, DTYPE)
         s = tl.dot(q0, tl.trans(k0.to(DOT)), input_precision=PRECISION)
         s = tl.dot(q1, tl.trans(k1.to(DOT)), s, input_precision=PRECISION)  # [BLOCK_M, BLOCK_N]
+        if FORMAT == 3:
+            # keys in a query's own block: scores from the full-precision window copy
+            entry = tl.load(WOF + slot // BS, mask=kmask & (kpos >= own_lo), other=-1)
+            held = entry >= 0
+            wrows = KW + tl.where(held, entry * BS + slot % BS, 0)[:, None] * stride_ws + h * stride_wh
+            kf0 = tl.load(wrows + ch0[None, :], mask=held[:, None], other=0.0).to(DOT)
+            kf1 = tl.load(wrows + ch1[None, :], mask=held[:, None], other=0.0).to(DOT)
+            sf = tl.dot(q0, tl.trans(kf0), input_precision=PRECISION)
+            sf = tl.dot(q1, tl.trans(kf1), sf, input_precision=PRECISION)
+            own = held[None, :] & ((kpos // BS)[None, :] == (pos // BS)[:, None])
+            s = tl.where(own, sf, s)
         if FORMAT == 1 or FORMAT == 2:
             k_scale = tl.load(KS + slot * stride_ss + h * stride_sh, mask=kmask, other=0.0)
             s = s * k_scale[None, :]
@@ -146,9 +179,19 @@ def _attn_split(
         if FORMAT == 1 or FORMAT == 2:
             v_scale = tl.load(VS + slot * stride_ss + h * stride_sh, mask=kmask, other=0.0)
             p = p * v_scale[None, :]
+        acc0 = acc0 * alpha[:, None]
+        acc1 = acc1 * alpha[:, None]
+        if FORMAT == 3:
+            vrows = VW + tl.where(held, entry * BS + slot % BS, 0)[:, None] * stride_ws + h * stride_wh
+            vf0 = tl.load(vrows + ch0[None, :], mask=held[:, None], other=0.0).to(DOT)
+            vf1 = tl.load(vrows + ch1[None, :], mask=held[:, None], other=0.0).to(DOT)
+            pf = tl.where(own, p, 0.0).to(DTYPE).to(DOT)
+            acc0 = tl.dot(pf, vf0, acc0, input_precision=PRECISION)
+            acc1 = tl.dot(pf, vf1, acc1, input_precision=PRECISION)
+            p = tl.where(own, 0.0, p)
         p = p.to(DTYPE).to(DOT)
-        acc0 = tl.dot(p, v0.to(DOT), acc0 * alpha[:, None], input_precision=PRECISION)
-        acc1 = tl.dot(p, v1.to(DOT), acc1 * alpha[:, None], input_precision=PRECISION)
+        acc0 = tl.dot(p, v0.to(DOT), acc0, input_precision=PRECISION)
+        acc1 = tl.dot(p, v1.to(DOT), acc1, input_precision=PRECISION)
 
     inv = 1.0 / tl.where(l > 0, l, 1.0)
     acc0 = acc0 * inv[:, None]
@@ -199,7 +242,7 @@ def choose_splits(programs: int, width: int, device: torch.device) -> int:
 
 def paged_attention_triton(
     q: torch.Tensor,  # [T, H, D]: the step's queries, sequence after sequence
-    kv,  # the layer's cache: .k, .v [slots, Hkv, D] (int4: D/2 bytes), .format, .k_scale, .v_scale
+    kv,  # the layer's cache: .k, .v [slots, Hkv, D] (int4: D/2 bytes), .format, .k_scale, .v_scale (int4: and its window)
     slot_tables: torch.Tensor,  # [B, S] cache slot of each context position
     q_positions: torch.Tensor,  # [B, Tq_max] absolute position of each query
     scale: float,
@@ -226,8 +269,14 @@ def paged_attention_triton(
         k_scale = v_scale = k_cache  # unused
     else:
         k_scale, v_scale = kv.k_scale, kv.v_scale
-        assert k_scale.stride() == v_scale.stride()
-        assert fmt != 3 or (k_scale.shape[2] == D // INT4_GROUP and k_scale.stride(2) == 2 and k_scale.stride(3) == 1)
+        assert fmt == 3 or k_scale.stride() == v_scale.stride()
+    block_size = 16  # unused but by int4
+    k_window = v_window = window_of = k_cache  # unused but by int4
+    if fmt == 3:
+        block_size, k_window, v_window, window_of = kv.block_size, kv.k_window, kv.v_window, kv.window_of
+        assert k_scale.shape == (k_cache.shape[0] // block_size, Hkv, D, 2) and k_scale.stride()[2:] == (2, 1)
+        assert v_scale.shape[2:] == (D // INT4_GROUP, 2) and v_scale.stride()[2:] == (2, 1)
+        assert k_window.shape[1:] == (Hkv, D) and k_window.stride() == v_window.stride() and k_window.stride(2) == 1
     if query_starts is None:
         assert T % B == 0, f"{T} query rows for {B} sequences: pass query_starts"
         q_len, max_q = T // B, T // B
@@ -254,17 +303,20 @@ def paged_attention_triton(
         o_part = lse = out  # unused
     log2e = 1.4426950408889634
     _attn_split[(B * num_q_blocks, Hkv, num_splits)](
-        Q=q, K=k_cache, V=v_cache, KS=k_scale, VS=v_scale, SLOTS=slot_tables, QPOS=q_positions,
+        Q=q, K=k_cache, V=v_cache, KS=k_scale, VS=v_scale, KW=k_window, VW=v_window, WOF=window_of,
+        SLOTS=slot_tables, QPOS=q_positions,
         QSTART=query_starts if query_starts is not None else slot_tables, O=out, OPART=o_part, LSE=lse,
         stride_qt=q.stride(0), stride_qh=q.stride(1), stride_ks=k_cache.stride(0), stride_kh=k_cache.stride(1),
-        stride_ss=k_scale.stride(0), stride_sh=k_scale.stride(1), stride_tb=slot_tables.stride(0),
+        stride_ss=v_scale.stride(0), stride_sh=v_scale.stride(1), stride_kbs=k_scale.stride(0),
+        stride_kbh=k_scale.stride(1), stride_ws=k_window.stride(0), stride_wh=k_window.stride(1),
+        stride_tb=slot_tables.stride(0),
         stride_pb=q_positions.stride(0), stride_ot=out.stride(0), stride_oh=out.stride(1),
         stride_ps=o_part.stride(0) if split else 0, stride_pt=o_part.stride(1) if split else 0,
         stride_ph=o_part.stride(2) if split else 0, stride_ls=lse.stride(0) if split else 0,
         stride_lt=lse.stride(1) if split else 0,
         uniform_q_len=q_len, num_q_blocks=num_q_blocks, num_splits=num_splits, scale_log2=scale * log2e,
         window=sliding_window or 0,
-        G=G, D=D, FORMAT=fmt, VARLEN=query_starts is not None, HAS_WINDOW=sliding_window is not None,
+        G=G, D=D, BS=block_size, FORMAT=fmt, VARLEN=query_starts is not None, HAS_WINDOW=sliding_window is not None,
         SPLIT=split, BLOCK_M=block_m, BLOCK_N=block_n,
         PRECISION="ieee" if q.dtype == torch.float32 else None,
         DOT_FP32=q.dtype == torch.bfloat16 and q.device.type != "cuda",

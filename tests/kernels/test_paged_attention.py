@@ -33,16 +33,19 @@ def nan_buffers():
 
 
 def check(query_lens, context_lens, *, D=64, G=2, Hkv=2, kv_dtype="auto", dtype=torch.float32, window=None,
-          seed=0, **kernel_args):
+          seed=0, window_blocks=64, **kernel_args):
     """Random queries and cache for sequences with these query and context lengths; the kernel's
-    output must match the reference's."""
+    output must match the reference's. int4 with a `window_blocks` pool smaller than the cache is
+    written a block at a time, so that only the last blocks written keep their full-precision copy."""
     g = torch.Generator().manual_seed(seed)
     B = len(query_lens)
     width = max(context_lens) + 9  # padded tables, as the engine's are
-    num_slots = B * width + 16
-    kv = make_layer_kv(kv_dtype, num_slots, Hkv, D, dtype, DEVICE)
-    kv.write(torch.arange(num_slots, device=DEVICE), torch.randn(num_slots, Hkv, D, generator=g).to(DEVICE),
-             torch.randn(num_slots, Hkv, D, generator=g).to(DEVICE))
+    num_slots = -(-(B * width + 16) // 16) * 16
+    kv = make_layer_kv(kv_dtype, num_slots, Hkv, D, dtype, DEVICE, window_blocks=window_blocks)
+    k, v = torch.randn(num_slots, Hkv, D, generator=g).to(DEVICE), torch.randn(num_slots, Hkv, D, generator=g).to(DEVICE)
+    step = 16 if num_slots > 16 * window_blocks else num_slots
+    for a in range(0, num_slots, step):
+        kv.write(torch.arange(a, a + step, device=DEVICE), k[a : a + step], v[a : a + step])
     slot_tables = torch.randperm(num_slots, generator=g)[: B * width].view(B, width).to(DEVICE)
     q = (2 * torch.randn(sum(query_lens), G * Hkv, D, generator=g)).to(dtype).to(DEVICE)
     max_q = max(query_lens)
@@ -79,6 +82,12 @@ def test_quantized_head_dim_128(kv_dtype):
     check([5], [70], D=128, G=6, kv_dtype=kv_dtype, num_splits=2, block_n=16)
 
 
+@pytest.mark.parametrize("Tq", [1, 16, 40])
+def test_int4_full_precision_window_partly_evicted(Tq):
+    # slot tables are scattered, so a query's own block may or may not be among the 6 held ones
+    check([Tq, Tq], [Tq + 50, Tq + 130], G=7, kv_dtype="int4", window_blocks=6, num_splits=3, block_n=16, seed=Tq)
+
+
 def test_fp16_compute():
     check([16, 1], [33, 64], G=7, dtype=torch.float16, num_splits=2, block_n=16)
 
@@ -95,7 +104,7 @@ def test_sliding_window(window, Tq):
     check([Tq, Tq], [30, 120], G=7, window=window, num_splits=3, block_n=16)
 
 
-@pytest.mark.parametrize("kv_dtype", ["auto", "int8"])
+@pytest.mark.parametrize("kv_dtype", ["auto", "int8", "int4"])
 @pytest.mark.parametrize("window", [None, 24])
 def test_varlen_batch(kv_dtype, window):
     # a decode, a whole first prompt chunk, a later 40-token chunk (three query blocks), a short verify
@@ -135,7 +144,7 @@ def tiny_model(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("kv_dtype", ["auto", "fp8"])
+@pytest.mark.parametrize("kv_dtype", ["auto", "fp8", "int4"])
 def test_engine_tokens_match_reference(tiny_model, kv_dtype):
     """Through the whole engine with each attention: prompt chunks of different lengths in one step
     (one varlen call), then decode and verify blocks side by side; the same tokens."""

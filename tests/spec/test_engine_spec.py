@@ -64,6 +64,20 @@ def test_greedy_speculation_is_identical_on_a_rag_prompt(engine):
     assert stats.drafted > 0
 
 
+def test_greedy_speculation_is_identical_under_int4_kv(ci_model_dir):
+    """int4 KV quantizes a block's keys over all its tokens, and verify blocks write drafts across
+    block boundaries that are then rolled back: still the same tokens as one at a time."""
+    engine = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, kv_dtype="int4"))
+    tok = engine.tokenizer
+    doc = open("engine/block_manager.py").read()[:1500]
+    ids = tok.encode_chat([{"role": "user", "content": f"<document>\n{doc}\n</document>\nQuote chain_hash exactly."}])
+    params = SamplingParams(max_tokens=48)
+    plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
+    spec, stats = generate(engine, Request(ids, params, sources={"documents": tok.encode(doc)}, drafter="lookup"))
+    assert spec == plain
+    assert stats.drafted > 0 and stats.steps < len(plain)
+
+
 def test_cancel_mid_generation_frees_every_block(engine):
     free = engine.kv.allocator.num_free
     ids = engine.tokenizer.encode_chat([{"role": "user", "content": "Count from 1 to 100."}])
