@@ -42,7 +42,7 @@ class ModelRunner:
         self.kv = KVCache(mc.num_layers, num_blocks, cfg.block_size, mc.num_kv_heads, mc.head_dim, self.dtype,
                           self.device, kv_dtype=cfg.kv_dtype, salt=f"{self.folder.resolve()}|{self.dtype}",
                           enable_prefix_caching=cfg.enable_prefix_caching, window_blocks=self._window_blocks())
-        self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim)
+        self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim, cfg.kv_dtype)
         self.model.set_attention_impl(self.attention)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
