@@ -84,3 +84,21 @@ def save_json(name: str, payload: dict, out_dir: str | None = None) -> Path:
     path = folder / name
     path.write_text(json.dumps(payload, indent=2))
     return path
+
+
+def teacher_forced_logits(runner, ids: list[int], chunk: int) -> torch.Tensor:
+    """[len(ids), vocab] fp32 logits of a ModelRunner fed `ids` in chunks of `chunk` tokens (later
+    chunks attend over the earlier chunks' stored K/V, as a long prompt does); row i predicts
+    token i + 1. Its KV blocks are released afterwards."""
+    from engine.sequence import Sequence
+    from engine.types import Request
+
+    seq = Sequence(Request(ids), None, 1, None)
+    seq.block_table = runner.kv.blocks.allocate(runner.kv.blocks_for(len(ids)))
+    rows = []
+    for start in range(0, len(ids), chunk):
+        feed = ids[start : start + chunk]
+        rows.append(runner.forward([(seq, feed)], logits=True).float().cpu())
+        seq.num_cached += len(feed)
+    runner.kv.blocks.release(seq.block_table)
+    return torch.cat(rows)

@@ -20,15 +20,13 @@ import argparse
 
 import torch
 
-from bench.common import header, load_dev, save_json, table
+from bench.common import header, load_dev, save_json, table, teacher_forced_logits
 
 
 def answer_logits(model: str, int8_head: bool, cases: list[dict]) -> list[torch.Tensor]:
     """Per case, logits [answer tokens, vocab] fp32 predicting each answer token (teacher-forced)."""
     from engine.config import EngineConfig
     from engine.runner import ModelRunner
-    from engine.sequence import Sequence
-    from engine.types import Request
 
     longest = max(len(c["ids"]) for c in cases)
     runner = ModelRunner(EngineConfig.from_env(model=model, int8_head=int8_head, max_model_len=longest + 64,
@@ -36,16 +34,8 @@ def answer_logits(model: str, int8_head: bool, cases: list[dict]) -> list[torch.
     out = []
     for c in cases:
         ids, n_prompt = c["ids"], c["n_prompt"]
-        seq = Sequence(Request(ids), None, 1, None)
-        seq.block_table = runner.kv.blocks.allocate(runner.kv.blocks_for(len(ids)))
-        rows = []
-        for start in range(0, len(ids), 512):
-            feed = ids[start : start + 512]
-            rows.append(runner.forward([(seq, feed)], logits=True).float().cpu())
-            seq.num_cached += len(feed)
-        runner.kv.blocks.release(seq.block_table)
         # Row i predicts token i + 1: the answer's tokens are predicted by rows n_prompt-1 .. len-2.
-        out.append(torch.cat(rows)[n_prompt - 1 : len(ids) - 1])
+        out.append(teacher_forced_logits(runner, ids, 512)[n_prompt - 1 : len(ids) - 1])
     del runner
     return out
 

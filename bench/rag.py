@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from bench.common import header, load_dev, save_json, table
+from bench.common import header, load_dev, save_json, table, teacher_forced_logits
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import kv_bytes_per_token
@@ -106,18 +106,8 @@ def kl_per_format(engine: LLMEngine, model: str, text_tokens: list[int]) -> list
     def logits_with(kv_dtype: str) -> torch.Tensor:
         runner = ModelRunner(EngineConfig.from_env(model=model, kv_dtype=kv_dtype, max_model_len=len(text_tokens) + 64,
                                                    max_num_seqs=1, enable_prefix_caching=False, enforce_eager=True))
-        from engine.sequence import Sequence
-
-        seq = Sequence(Request(text_tokens), None, 1, None)
-        seq.block_table = runner.kv.blocks.allocate(runner.kv.blocks_for(len(text_tokens)))
-        out = []
         # Chunks of 256: later chunks attend over earlier chunks' stored (quantized) K/V.
-        for start in range(0, len(text_tokens), 256):
-            feed = text_tokens[start : start + 256]
-            out.append(runner.forward([(seq, feed)], logits=True).float().cpu())
-            seq.num_cached += len(feed)
-        del runner
-        return torch.cat(out)
+        return teacher_forced_logits(runner, text_tokens, 256)
 
     ref = logits_with("auto").log_softmax(-1)
     rows = []

@@ -111,6 +111,26 @@ def make_client() -> LanguageClient:
     return client
 
 
+def fresh_editor(client: LanguageClient) -> Editor:
+    """The client's editor with what earlier tests left cleared: no edits, requests, progress or
+    messages recorded, and "Cancel" as the answer to a validation prompt."""
+    ed = client.editor
+    ed.answer, ed.before_answer = "Cancel", None
+    ed.edits.clear()
+    ed.requests.clear()
+    client.progress_reports.clear()
+    client.messages.clear()
+    return ed
+
+
+def open_case(client: LanguageClient, editor: Editor, case_id: str, name: str) -> tuple[dict, str]:
+    """Dev case `case_id`'s original written to `name` under the workspace and opened: (case, uri)."""
+    case = dev_case(case_id)
+    path = client.root / name
+    path.write_text(case["original"], encoding="utf-8")
+    return case, editor.open(path, case["original"])
+
+
 def server_config(env: dict[str, str] | None = None) -> ClientServerConfig:
     import os
 

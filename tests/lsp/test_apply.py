@@ -19,7 +19,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from lsp_server.textedits import split_lsp_lines
-from tests.lsp.conftest import Editor, closed_port, dev_case, dev_cases, initialize, server_config
+from tests.lsp.conftest import Editor, closed_port, dev_case, dev_cases, fresh_editor, initialize, server_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -38,12 +38,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory):
 
 @pytest.fixture
 def editor(client: LanguageClient) -> Editor:
-    ed = client.editor
-    ed.answer, ed.before_answer = "Cancel", None
-    ed.edits.clear()
-    ed.requests.clear()
-    client.messages.clear()
-    return ed
+    return fresh_editor(client)
 
 
 def write(client: LanguageClient, relpath: str, text: str):

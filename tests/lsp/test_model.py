@@ -15,7 +15,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import CI_ENGINE_ENV, Editor, dev_case, initialize, server_config, wait_for
+from tests.lsp.conftest import (CI_ENGINE_ENV, Editor, fresh_editor, initialize, open_case, server_config,
+                                wait_for)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -32,20 +33,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory, ci_model_dir):
 
 @pytest.fixture
 def editor(client: LanguageClient) -> Editor:
-    ed = client.editor
-    ed.answer, ed.before_answer = "Cancel", None
-    ed.edits.clear()
-    ed.requests.clear()
-    client.progress_reports.clear()
-    client.messages.clear()
-    return ed
-
-
-def open_case(client: LanguageClient, editor: Editor, case_id: str, name: str) -> tuple[dict, str]:
-    case = dev_case(case_id)
-    path = client.root / name
-    path.write_text(case["original"], encoding="utf-8")
-    return case, editor.open(path, case["original"])
+    return fresh_editor(client)
 
 
 def progress_of(client: LanguageClient, title_part: str) -> list:

@@ -18,7 +18,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import CI_ENGINE_ENV, EDITAPPLY, Editor, closed_port, dev_case, initialize, server_config, wait_for
+from tests.lsp.conftest import (CI_ENGINE_ENV, EDITAPPLY, Editor, closed_port, initialize, open_case,
+                                server_config, wait_for)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -60,13 +61,6 @@ def editor(client: LanguageClient) -> Editor:
     client.progress_reports.clear()
     client.editor.edits.clear()
     return client.editor
-
-
-def open_case(client: LanguageClient, editor: Editor, case_id: str, name: str) -> tuple[dict, str]:
-    case = dev_case(case_id)
-    path = client.root / name
-    path.write_text(case["original"], encoding="utf-8")
-    return case, editor.open(path, case["original"])
 
 
 async def test_status_reports_the_servers_health(client: LanguageClient, editor: Editor, serve_url):
