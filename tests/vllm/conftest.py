@@ -102,9 +102,16 @@ def stop_serve(proc: subprocess.Popen) -> str:
     return err
 
 
-def vllm_running(url: str) -> float:
-    """Requests vLLM is running now, from its own Prometheus metrics."""
+def vllm_metric(url: str, name: str, **labels: str) -> float:
+    """One sample of vLLM's own Prometheus metrics: `name` with the given labels (0 when vLLM has
+    not written the sample yet)."""
     for line in httpx.get(url + "/metrics", timeout=5).text.splitlines():
-        if line.startswith("vllm:num_requests_running"):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError("vLLM's /metrics has no vllm:num_requests_running")
+        head, _, value = line.rpartition(" ")
+        if head.split("{", 1)[0] == name and all(f'{k}="{v}"' in head for k, v in labels.items()):
+            return float(value)
+    return 0.0
+
+
+def vllm_running(url: str) -> float:
+    """Requests vLLM is running now (its gauge is written after each engine step, so it lags)."""
+    return vllm_metric(url, "vllm:num_requests_running")

@@ -20,7 +20,7 @@ import pytest
 
 from engine.apply.pipeline import apply_edit
 from engine.types import Request, SamplingParams
-from tests.vllm.conftest import CI_MODEL, dev_case, model_request, start_serve, stop_serve, vllm_running
+from tests.vllm.conftest import CI_MODEL, dev_case, model_request, start_serve, stop_serve, vllm_metric, vllm_running
 
 
 @pytest.fixture(scope="module")
@@ -109,22 +109,36 @@ def test_apply_cli_backend_vllm(vllm, reference, tmp_path):
 
 def test_a_client_that_leaves_stops_the_request_in_vllm(serve, vllm):
     """A streamed chat answer whose client hangs up after a few deltas: our server cancels, the
-    stream to vLLM closes, and vLLM aborts the request (its own gauge of running requests drops
-    to 0 long before the 1,500 tokens asked for could have been written)."""
+    stream to vLLM closes, and vLLM aborts the request: its gauge of running requests and our
+    /health drop to 0, its count of generated tokens stops far short of the 1,500 asked for, and
+    it counts no request finished by `stop` or `length` (vLLM does not count aborts there).
+    vLLM writes its metrics after each engine step, so they are polled, never read once (the
+    gauge once read 0 mid-stream in CI)."""
     case = dev_case("tj/commander.js@a9967826ca:eslint.config.js")
     body = {"messages": [{"role": "user", "content": "Repeat this file, line by line, twice:\n" + case["original"]}],
             "max_tokens": 1500, "stream": True}
+
+    def finished():
+        return [vllm_metric(vllm.url, "vllm:request_success_total", finished_reason=r) for r in ("stop", "length")]
+
+    def generated():
+        return vllm_metric(vllm.url, "vllm:generation_tokens_total")
+
+    finished_before, generated_before = finished(), generated()
     with httpx.Client(base_url=serve, timeout=300) as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
         seen = 0
         for line in r.iter_lines():
             seen += line.startswith("data: {")
             if seen == 3:
-                assert vllm_running(vllm.url) == 1
                 break
-    deadline = time.monotonic() + 20
-    while vllm_running(vllm.url) != 0 or httpx.get(serve + "/health").json()["running"] != 0:
+    deadline = time.monotonic() + 30
+    while (generated() == generated_before or vllm_running(vllm.url) != 0
+           or httpx.get(serve + "/health").json()["running"] != 0):
         assert time.monotonic() < deadline, "vLLM still runs the request its client left"
         time.sleep(0.1)
+    stopped_at = generated()
+    time.sleep(2)
+    assert generated() == stopped_at < generated_before + 1500 and finished() == finished_before
 
 
 def tokenizer_only(src, dst, swap: tuple[str, str] | None = None):
