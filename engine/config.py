@@ -12,10 +12,10 @@ from dataclasses import dataclass, fields
 import torch
 
 from engine.loader.registry import DEFAULT_MODEL
+from engine.spec.drafters import DRAFTER_KINDS
 from kernels.paged_attention import IMPLS as ATTENTION_IMPLS
 
 BACKENDS = ("engine", "vllm")
-DRAFTERS = ("lookup", "ngram-earliest", "pld", "none")
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -38,7 +38,13 @@ class EngineConfig:
     verify_budget: int = 0
     adaptive_drafts: bool = True  # size drafts from the measured step cost and acceptance rates
     verify_tokens: int = 16  # K: positions verified per step ([last token] + up to K-1 drafts)
-    drafter: str = "lookup"  # lookup | ngram-earliest | pld | none
+    drafter: str = "lookup"  # lookup | hybrid | draft | ngram-earliest | pld | none
+    # The draft model of the `hybrid` and `draft` drafters (engine/spec/hybrid.py): a preset or
+    # folder with the target's tokenizer; empty = the target preset's pair (the 1.5B's is the 0.5B).
+    draft_model: str = ""
+    # D: most tokens the draft model proposes per step (0 = engine/spec/hybrid.py's default, chosen
+    # by measurement); the step-cost model may run fewer.
+    draft_tokens: int = 0
     min_match: int = 2  # shortest suffix match the drafters act on
     max_match: int = 16  # longer suffix matches count as equal (then the nearest occurrence wins)
     greedy_fast_path: bool = True  # argmax verification for temperature-0 requests
@@ -67,8 +73,10 @@ class EngineConfig:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.vllm_url and not self.vllm_url.startswith(("http://", "https://")):
             raise ValueError(f"vllm_url must be an http:// or https:// URL, got {self.vllm_url!r}")
-        if self.drafter not in DRAFTERS:
-            raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
+        if self.drafter not in DRAFTER_KINDS:
+            raise ValueError(f"drafter must be one of {DRAFTER_KINDS}, got {self.drafter!r}")
+        if not 0 <= self.draft_tokens < 64:
+            raise ValueError(f"draft_tokens must be in [0, 63] (0 = the default), got {self.draft_tokens}")
         if not 1 <= self.verify_tokens <= 64:
             raise ValueError(f"verify_tokens must be in [1, 64], got {self.verify_tokens}")
         if self.sampled_verify not in ("coupled", "rejection"):

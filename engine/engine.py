@@ -21,7 +21,8 @@ from engine.runner import ModelRunner
 from engine.scheduler import Scheduler
 from engine.sampling import position_noise, target_probs
 from engine.sequence import Sequence, Status
-from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, make_drafter
+from engine.loader.registry import PRESETS
+from engine.spec.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
 from engine.spec.verify import parse_output, verify_coupled, verify_greedy, verify_sampled
 from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 from engine.tokenizer import IncrementalDecoder
@@ -59,6 +60,25 @@ class LLMEngine:
         self.step_cost = StepCost()
         self.draft_config = DraftConfig(min_match=self.cfg.min_match, max_match=self.cfg.max_match,
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
+        self.hybrid = self._load_draft_model()
+
+    def _load_draft_model(self):
+        """The draft model of the hybrid/draft drafters (engine/spec/hybrid.py), when the engine's
+        drafter uses one or EDITAPPLY_DRAFT_MODEL names one; else None."""
+        name = self.cfg.draft_model
+        if not name and self.cfg.drafter in MODEL_DRAFTERS:
+            preset = PRESETS.get(self.cfg.model)
+            name = preset.draft if preset else ""
+            if not name:
+                raise ValueError(f"drafter {self.cfg.drafter!r} needs a draft model: {self.cfg.model!r} has no "
+                                 "paired one, so set EDITAPPLY_DRAFT_MODEL (a preset or folder with its tokenizer)")
+        if not name:
+            return None
+        from engine.spec.draft_model import DraftModel
+        from engine.spec.hybrid import HybridDrafting
+
+        model = DraftModel(self.cfg, name, self.tokenizer, self.runner.model_config.vocab_size)
+        return HybridDrafting(model, self.cfg.draft_tokens)
 
     # ---- requests -------------------------------------------------------------------------
     def warmup(self, max_context: int, batch_sizes: list[int] = (1,)) -> int:
@@ -79,8 +99,14 @@ class LLMEngine:
         k = request.verify_tokens or self.cfg.verify_tokens
         if not 1 <= k <= 64:
             raise RequestError(f"verify_tokens must be in [1, 64], got {k}")
-        if (request.drafter or self.cfg.drafter) not in DRAFTER_KINDS:
+        kind = request.drafter or self.cfg.drafter
+        if kind not in DRAFTER_KINDS:
             raise RequestError(f"unknown drafter {request.drafter!r}; choose one of {', '.join(DRAFTER_KINDS)}")
+        if kind in MODEL_DRAFTERS:
+            if self.hybrid is None:
+                raise RequestError(f"drafter {kind!r} needs the engine's draft model; this engine has none "
+                                   "(start it with EDITAPPLY_DRAFTER=hybrid or EDITAPPLY_DRAFT_MODEL)")
+            self.hybrid.model.check(n)
 
     def add_request(self, request: Request) -> Sequence:
         self.check_request(request)
@@ -97,6 +123,8 @@ class LLMEngine:
             generator.manual_seed(seed)
         seq = Sequence(request, drafter, k, generator)
         seq.seed = seed
+        seq.model_drafts = kind in MODEL_DRAFTERS and k > 1
+        seq.lookup_fills = kind == "hybrid"
         self.scheduler.add(seq)
         return seq
 
@@ -142,35 +170,57 @@ class LLMEngine:
 
     def _verify_step(self) -> None:
         seqs = list(self.running)
-        drafts = [self.propose(seq, seq.verify_tokens - 1) for seq in seqs]
+        rooms = [self.draft_room(seq) for seq in seqs]
+        drafts = [seq.drafter.propose(seq.tokens, room) if seq.drafter is not None and room > 0 else []
+                  for seq, room in zip(seqs, rooms)]
+        proposals = self.propose_with_model(seqs, drafts, rooms)
+        for i, p in proposals.items():
+            drafts[i] = p.tokens
         lengths = self.plan_drafts(seqs, drafts)
         batch = []
-        for seq, draft, n in zip(seqs, drafts, lengths):
+        for i, (seq, draft, n) in enumerate(zip(seqs, drafts, lengths)):
             if seq.status != Status.RUNNING:
                 continue  # preempted while an earlier sequence grew
             # Room for a whole verify block: CUDA graphs pad short drafts to K positions.
             if self.scheduler.ensure_room(seq, len(seq) + seq.verify_tokens - 1):
-                batch.append((seq, [seq.tokens[-1]] + draft[:n]))
-        batch = [(seq, feed) for seq, feed in batch if seq.status == Status.RUNNING]
+                batch.append((i, seq, [seq.tokens[-1]] + draft[:n]))
+        batch = [(i, seq, feed) for i, seq, feed in batch if seq.status == Status.RUNNING]
         if not batch:
             return
         t = time.perf_counter()
-        logits = self.runner.forward(batch, logits=True)  # [sum(len(feed)), V]
+        logits = self.runner.forward([(seq, feed) for _, seq, feed in batch], logits=True)  # [sum(len(feed)), V]
         start, accepted = 0, []
-        for seq, feed in batch:
+        for _, seq, feed in batch:
             accepted.append(self.accept(seq, logits[start : start + len(feed)], feed[1:]))
             start += len(feed)
         self.step_cost.observe(start, time.perf_counter() - t)
-        for (seq, feed), new in zip(batch, accepted):
+        for (i, seq, feed), new in zip(batch, accepted):
             # The cache holds [last token] + the accepted drafts; the rejected tail is dropped by
             # this length change alone (its rows are overwritten by the next step).
             seq.num_cached = len(seq) + len(new) - 1
             if seq.stats.t_first is None:
                 seq.stats.t_first = time.perf_counter()
+            model_drafted = model_accepted = 0
+            if i in proposals:
+                self.hybrid.observe(proposals[i], len(feed) - 1, len(new) - 1)
+                model_drafted = proposals[i].count("model", len(feed) - 1)
+                model_accepted = proposals[i].count("model", len(new) - 1)
             committed = self._commit(seq, new)
-            seq.stats.record_step(drafted=len(feed) - 1, accepted=len(new) - 1, committed=committed)
+            seq.stats.record_step(drafted=len(feed) - 1, accepted=len(new) - 1, committed=committed,
+                                  model_drafted=model_drafted, model_accepted=model_accepted)
             if not seq.is_finished:
                 self.scheduler.publish_blocks(seq)
+
+    def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
+        """The hybrid/draft drafters' proposals (engine/spec/hybrid.py) for the sequences that use
+        the draft model, by index into `seqs`; the others keep their drafter's draft."""
+        idx = [i for i, seq in enumerate(seqs) if seq.model_drafts]
+        if not idx or self.hybrid is None:
+            return {}
+        fit = self.step_cost.fit() if self.cfg.adaptive_drafts else None
+        proposals = self.hybrid.propose([seqs[i] for i in idx], [drafts[i] for i in idx], [rooms[i] for i in idx],
+                                        [seqs[i].lookup_fills for i in idx], fit)
+        return dict(zip(idx, proposals))
 
     def plan_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:
         """How much of each draft to verify this step (engine/step_cost.py explains the rule)."""
@@ -182,13 +232,11 @@ class LLMEngine:
         alphas = [acceptance_rate(s.stats.accepted, s.stats.rejections) for s in seqs]
         return plan_drafts(full, alphas, *fit, budget=budget)
 
-    def propose(self, seq: Sequence, room: int) -> list[int]:
-        if seq.drafter is None:
-            return []
-        room = min(room,
-                   seq.params.max_tokens - seq.num_generated - 1,
-                   self.cfg.max_model_len - len(seq) - 1)
-        return seq.drafter.propose(seq.tokens, room) if room > 0 else []
+    def draft_room(self, seq: Sequence) -> int:
+        """Most draft tokens `seq` may take this step: its block, its max_tokens, the context."""
+        return max(0, min(seq.verify_tokens - 1,
+                          seq.params.max_tokens - seq.num_generated - 1,
+                          self.cfg.max_model_len - len(seq) - 1))
 
     def accept(self, seq: Sequence, logits: torch.Tensor, draft: list[int]) -> list[int]:
         """Verify `draft` against target logits [len(draft)+1, V]; return the tokens to commit."""
@@ -238,3 +286,5 @@ class LLMEngine:
         seq.finish_reason = reason
         seq.stats.t_end = time.perf_counter()
         self.scheduler.finish(seq)
+        if self.hybrid is not None:
+            self.hybrid.model.release(seq.id)

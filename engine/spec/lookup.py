@@ -277,6 +277,26 @@ class LookupDrafter:
         self.stats["drafts"][best.name] = self.stats["drafts"].get(best.name, 0) + 1
         return draft
 
+    def peek(self, context: list[int], max_tokens: int) -> list[int]:
+        """A draft continuing `context` -- the committed tokens plus tokens not verified yet (the
+        draft model's, engine/spec/hybrid.py) -- that moves no cursor: the longest suffix match
+        over the sources (each the occurrence nearest its cursor; ties to the higher priority),
+        then `ceil(growth * match)` tokens of it. Call after `propose` for the committed part.
+
+        Example: a source [.., 7, 8, 9, 10, 11, 12, ..] and a context ending [.., 7, 8] (the model
+        drafted 7, 8): a 2-token match, so [9, 10, 11, 12] (4 tokens) follow it.
+        """
+        best, best_len = None, 0
+        for src in self._sources:
+            ref = src.cursor if src.cursor is not None else src.ref
+            hit = find_anchor(context, src.tokens, src.indexes, ref, self.max_match, self.max_candidates)
+            if hit is not None and hit[1] > best_len:
+                best, best_len = (src, hit[0]), hit[1]
+        if best is None or max_tokens <= 0:
+            return []
+        src, pos = best
+        return src.tokens[pos : pos + draft_length(best_len, max_tokens, self.growth)]
+
     def _follow(self, src: _Source, new: list[int]) -> None:
         matched = follow(src.tokens, src.cursor, new)
         if matched == len(new):

@@ -1,0 +1,170 @@
+"""The draft model: a small model of the target's tokenizer proposing tokens autoregressively.
+
+It runs in the engine's process on its own ModelRunner: its own weights, paged KV cache (prefix
+cached, so RAG questions over one document share the draft's cache too) and CUDA graphs. Each
+target sequence the draft model works for has a `DraftSequence` here: its block table and the
+tokens whose K/V the draft cache holds.
+
+`propose` serves a whole verify step at once. Each job is (sequence, lead, n): catch up on what
+the target committed since the last call (on first use the whole prompt, in chunks of the
+prefill budget), feed `lead` (another drafter's tokens, which the draft continues) and decode n
+tokens greedily. One forward covers every job's catch-up and lead; then n - 1 forwards of one
+token per job (CUDA graphs replay these). The last drafted token is never fed: if the target
+accepts it, the next catch-up feeds it.
+
+Rollback is a length change, as for the target: the next call keeps the longest prefix of what the
+draft cache was fed that the target committed, and overwrites the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import torch
+
+from engine.config import EngineConfig
+from engine.runner import ModelRunner
+from engine.step_cost import StepCost
+from engine.types import RequestError
+
+PROBE = "def f(x):\n\treturn x + 1  # ok ✓\n"  # tokenized by both models: the same tokenizer or not
+
+
+class DraftSequence:
+    """The draft cache's view of one target sequence (what ModelRunner.prepare reads)."""
+
+    needs_prefill = False  # feeds are passed explicitly; a feed within one verify block may replay a graph
+
+    def __init__(self):
+        self.tokens: list[int] = []  # fed to the draft model; positions < num_cached hold their K/V
+        self.num_cached = 0
+        self.block_table: list[int] = []
+        self.chain_hashes: list[bytes] = []
+        self.num_published = 0
+        self.synced = 0  # leading fed tokens known to be committed ones (those never change)
+
+    def sync(self, committed: list[int]) -> None:
+        """Keep the longest prefix of the fed tokens that the target committed (the rollback)."""
+        n = min(self.num_cached, len(committed))
+        i = min(self.synced, n)
+        while i < n and self.tokens[i] == committed[i]:
+            i += 1
+        self.num_cached = self.synced = i
+        del self.tokens[i:]
+
+
+class DraftModel:
+    """The draft model and its per-sequence caches; see the module docstring."""
+
+    def __init__(self, cfg: EngineConfig, name: str, target_tokenizer, target_vocab: int):
+        # Its own cache for as many sequences as the target runs; int4 has no graphs, so the
+        # draft keeps a plain cache of the model's dtype.
+        dcfg = replace(cfg, model=name, int8_head=False,
+                       kv_dtype="auto" if cfg.kv_dtype == "int4" else cfg.kv_dtype)
+        self.runner = ModelRunner(dcfg)
+        self.name = name
+        self.cfg = dcfg
+        if self.runner.tokenizer.encode(PROBE) != target_tokenizer.encode(PROBE):
+            raise ValueError(f"draft model {name!r} has another tokenizer than the target: a draft model "
+                             "must share the target's tokenizer (qwen2.5-coder-0.5b drafts for qwen2.5-coder-1.5b)")
+        # Only ids both models know may be proposed (a padded vocabulary may be larger).
+        self.vocab = min(self.runner.model_config.vocab_size, target_vocab)
+        self.blocks = self.runner.kv.blocks
+        self.states: dict[str, DraftSequence] = {}
+        self.cost = StepCost()  # seconds per draft forward against the tokens it feeds
+
+    def release(self, seq_id: str) -> None:
+        st = self.states.pop(seq_id, None)
+        if st is not None:
+            self.blocks.release(st.block_table)
+
+    def _state(self, seq) -> DraftSequence:
+        st = self.states.get(seq.id)
+        if st is None:
+            st = self.states[seq.id] = DraftSequence()
+            shared, hashes = self.blocks.match_prefix(seq.tokens)
+            st.block_table, st.chain_hashes = shared, hashes
+            st.num_published = len(shared)
+            st.num_cached = len(shared) * self.blocks.block_size
+            st.tokens = list(seq.tokens[: st.num_cached])
+            st.synced = st.num_cached
+        st.sync(seq.tokens)
+        return st
+
+    def _room(self, st: DraftSequence, positions: int, keep: set[str]) -> bool:
+        """Blocks for `positions` positions; frees the caches of sequences not in `keep` if short."""
+        need = self.blocks.blocks_for(positions) - len(st.block_table)
+        if need > self.blocks.num_free:
+            for sid in [s for s in self.states if s not in keep]:
+                self.release(sid)
+                if need <= self.blocks.num_free:
+                    break
+        if need > self.blocks.num_free:
+            return False
+        if need > 0:
+            st.block_table.extend(self.blocks.allocate(need))
+        return True
+
+    def _publish(self, st: DraftSequence, committed: list[int]) -> None:
+        """Register the draft cache's full blocks of committed tokens for prefix sharing."""
+        final = min(st.num_cached, len(committed)) // self.blocks.block_size
+        if self.blocks.caching and final > st.num_published:
+            hashes = self.blocks.extend_hashes(st.chain_hashes, committed, final)
+            for i in range(st.num_published, final):
+                self.blocks.register(st.block_table[i], hashes[i])
+            st.num_published = final
+
+    def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool) -> torch.Tensor | None:
+        t = time.perf_counter()
+        out = self.runner.forward(batch, logits=logits, last_only=True)
+        tokens = None
+        if logits:
+            tokens = out[:, : self.vocab].argmax(-1).tolist()
+        self.cost.observe(sum(len(f) for _, f in batch), time.perf_counter() - t)
+        for st, feed in batch:
+            st.tokens.extend(feed)
+            st.num_cached += len(feed)
+        return tokens
+
+    @torch.inference_mode()
+    def propose(self, jobs: list[tuple[object, list[int], int]]) -> list[list[int]]:
+        """For each (sequence, lead, n): n greedy tokens continuing `sequence.tokens + lead` ([] for
+        a sequence the draft cache has no room for)."""
+        keep = {seq.id for seq, _, _ in jobs}
+        out: list[list[int]] = [[] for _ in jobs]
+        live, feeds = [], []
+        chunk = self.cfg.max_batch_tokens
+        for i, (seq, lead, n) in enumerate(jobs):
+            if n <= 0:
+                continue
+            st = self._state(seq)
+            feed = seq.tokens[st.num_cached :] + list(lead)
+            # Graphs pad a feed to the verify block, and decoding writes n - 1 more positions.
+            if not feed or not self._room(st, st.num_cached + len(feed) + n + self.cfg.verify_tokens, keep):
+                continue
+            while len(feed) > chunk:  # a long catch-up (a prompt) in prefill-sized chunks
+                self._forward([(st, feed[:chunk])], logits=False)
+                feed = feed[chunk:]
+            live.append(i)
+            feeds.append((st, feed))
+        if not live:
+            return out
+        for i, tok in zip(live, self._forward(feeds, logits=True)):
+            out[i].append(tok)
+        for seq, _, _ in jobs:
+            if seq.id in self.states:
+                self._publish(self.states[seq.id], seq.tokens)
+        while True:
+            live = [i for i in live if len(out[i]) < jobs[i][2]]
+            if not live:
+                return out
+            batch = [(self.states[jobs[i][0].id], [out[i][-1]]) for i in live]
+            for i, tok in zip(live, self._forward(batch, logits=True)):
+                out[i].append(tok)
+
+    def check(self, request_len: int) -> None:
+        """Raise RequestError if a prompt of this length can never fit the draft cache."""
+        if self.blocks.blocks_for(request_len + 2 * self.cfg.verify_tokens + 64) > self.blocks.num_blocks:
+            raise RequestError(f"prompt of {request_len} tokens does not fit the draft model's KV cache "
+                               f"({self.blocks.num_blocks * self.blocks.block_size} tokens)", "context_length_exceeded")

@@ -1,0 +1,192 @@
+"""Hybrid drafting: lookup and the draft model share each verify block.
+
+Lookup commits ~15 of 16 tokens a step while the answer quotes its context and about one where it
+does not (new lines of an edit, paraphrasing RAG answers, chat); a small draft model of the same
+tokenizer family (qwen2.5-coder-0.5b for the 1.5B) guesses those, at the cost of running it. Per
+step and sequence (drafter `hybrid`):
+
+* lookup proposes first (free). A draft that fills the block is a quote in progress: it is
+  verified alone and the draft model does not run for this sequence;
+* otherwise whichever is expected to commit more **leads**: E(alpha, n) = alpha + ... + alpha^n
+  expected accepted tokens of an n-token draft with per-token acceptance alpha, measured
+  engine-wide for lookup's short drafts and for the draft model's tokens (decayed counts, so the
+  estimate follows the workload);
+* the other **fills** the block's remaining slots: the draft model continues after lookup's
+  draft (it is fed lookup's tokens first), or lookup continues after the model's draft (a
+  read-only lookup of the extended context, `LookupDrafter.peek`: the model started writing code
+  that the context holds, and lookup copies on for free);
+* how many tokens d <= D the draft model writes this step (one batched forward per token, every
+  sequence together) is chosen by expected throughput: committed tokens per second of the whole
+  step, the target's cost from the engine's step-cost fit (engine/step_cost.py) plus the draft
+  model's own fit (seconds per draft forward against the tokens it feeds). While either fit is
+  warming up, d counts the model's tokens likelier accepted than not (alpha^k >= 1/2). When the
+  rule says d = 0, every PROBE_EVERY-th step still drafts one token, so the estimate follows a
+  workload that changes (a chat turns into code the model can guess).
+
+Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
+Verification is unchanged: a drafted token is only a proposal, so outputs are exactly those of
+plain decoding (greedy) or of the target's distribution (sampled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.spec.draft_model import DraftModel
+
+# D when EDITAPPLY_DRAFT_TOKENS is 0: bench/RESULTS.md ("Draft model + lookup") has the sweep.
+DEFAULT_DRAFT_TOKENS = 5
+# Where a draft's tokens came from: lookup leading (a draft shorter than the block: the case the
+# estimates decide), lookup quoting (a draft that fills the block: verified alone), the draft
+# model, lookup filling after the model's tokens.
+LOOKUP, QUOTE, MODEL, FILL = "lookup", "quote", "model", "fill"
+PROBE_EVERY = 16
+
+
+def expected_commits(alpha: float, n: int) -> float:
+    """Expected accepted tokens of an n-token draft, each accepted with probability alpha if all
+    before it were: alpha + alpha^2 + ... + alpha^n. Example: alpha 0.5, n 3 -> 0.875."""
+    if n <= 0:
+        return 0.0
+    if alpha >= 1.0:
+        return float(n)
+    return alpha * (1 - alpha**n) / (1 - alpha)
+
+
+@dataclass
+class Acceptance:
+    """Decayed per-token acceptance counts of one draft source (geometric model, with a prior)."""
+
+    prior: float
+    weight: float = 4.0
+    decay: float = 0.995
+    accepted: float = 0.0
+    rejections: float = 0.0
+
+    def observe(self, accepted: int, rejected: bool) -> None:
+        self.accepted = self.decay * self.accepted + accepted
+        self.rejections = self.decay * self.rejections + rejected
+
+    @property
+    def rate(self) -> float:
+        return (self.accepted + self.prior * self.weight) / (self.accepted + self.rejections + self.weight)
+
+
+@dataclass
+class Proposal:
+    """One sequence's draft for a step and where its tokens came from, in order."""
+
+    tokens: list[int] = field(default_factory=list)
+    parts: list[tuple[str, int]] = field(default_factory=list)  # (LOOKUP | QUOTE | MODEL | FILL, length)
+
+    def add(self, kind: str, tokens: list[int]) -> None:
+        if tokens:
+            self.tokens.extend(tokens)
+            self.parts.append((kind, len(tokens)))
+
+    def count(self, kind: str, limit: int) -> int:
+        """Tokens of `kind` among the first `limit`."""
+        n, offset = 0, 0
+        for k, length in self.parts:
+            if k == kind:
+                n += max(0, min(length, limit - offset))
+            offset += length
+        return n
+
+
+@dataclass
+class _Plan:
+    seq: object
+    room: int
+    lead: str  # LOOKUP or MODEL
+    lookup: list[int]  # lookup's draft
+    gain_per_d: list[float]  # expected extra accepted tokens if the model writes d tokens, d = 0..D
+
+
+class HybridDrafting:
+    def __init__(self, model: DraftModel, draft_tokens: int = 0):
+        self.model = model
+        self.max_draft = draft_tokens or DEFAULT_DRAFT_TOKENS
+        self.rates = {LOOKUP: Acceptance(prior=0.5), MODEL: Acceptance(prior=0.6)}
+        self.steps = 0
+
+    def propose(self, seqs, lookup_drafts: list[list[int]], rooms: list[int], fill: list[bool],
+                target_fit: tuple[float, float] | None) -> list[Proposal]:
+        """Drafts for the sequences of one step. `lookup_drafts`: lookup's proposals ([] for the
+        `draft` drafter), `rooms`: most draft tokens each may take, `fill`: whether lookup may lead
+        and fill (hybrid) or not (draft)."""
+        proposals = [Proposal() for _ in seqs]
+        plans: list[tuple[int, _Plan]] = []
+        a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
+        base_fed = 0
+        for i, (seq, draft, room) in enumerate(zip(seqs, lookup_drafts, rooms)):
+            base_fed += 1 + len(draft)
+            if room <= 0 or len(draft) >= room:
+                proposals[i].add(QUOTE, draft[:room])
+                continue
+            e_lookup = expected_commits(a_l, len(draft))
+            model_leads = not draft or expected_commits(a_m, min(self.max_draft, room)) > e_lookup
+            if model_leads:
+                gains = [expected_commits(a_m, min(d, room)) - (e_lookup if d else 0.0)
+                         for d in range(self.max_draft + 1)]
+                plans.append((i, _Plan(seq, room, MODEL, draft, gains)))
+            else:
+                left = room - len(draft)
+                gains = [a_l ** len(draft) * expected_commits(a_m, min(d, left)) for d in range(self.max_draft + 1)]
+                plans.append((i, _Plan(seq, room, LOOKUP, draft, gains)))
+        d = self._choose_d([p for _, p in plans], lookup_drafts, base_fed, target_fit)
+        self.steps += bool(plans)
+        if d == 0 and plans and self.steps % PROBE_EVERY == 0:
+            d = 1
+        jobs = []
+        for i, p in plans:
+            if d == 0 or (p.lead == MODEL and p.gain_per_d[d] <= 0):
+                proposals[i].add(LOOKUP, p.lookup)
+                continue
+            if p.lead == LOOKUP:
+                proposals[i].add(LOOKUP, p.lookup)
+                jobs.append((i, (p.seq, p.lookup, min(d, p.room - len(p.lookup)))))
+            else:
+                jobs.append((i, (p.seq, [], min(d, p.room))))
+        if jobs:
+            for (i, (seq, _, n)), tokens in zip(jobs, self.model.propose([job for _, job in jobs])):
+                proposals[i].add(MODEL, tokens)
+                room = rooms[i] - len(proposals[i].tokens)
+                if fill[i] and room > 0 and seq.drafter is not None and proposals[i].parts[0][0] == MODEL:
+                    proposals[i].add(FILL, seq.drafter.peek(seq.tokens + proposals[i].tokens, room))
+        return proposals
+
+    def _choose_d(self, plans: list[_Plan], lookup_drafts, base_fed: int,
+                  target_fit: tuple[float, float] | None) -> int:
+        """The d in [0, D] that maximizes the step's expected committed tokens per second."""
+        if not plans:
+            return 0
+        draft_fit = self.model.cost.fit()
+        a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
+        if target_fit is None or draft_fit is None:  # no costs yet: the tokens likelier accepted than not
+            return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5)
+        (a, b), (a_d, b_d) = target_fit, draft_fit
+        base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
+        best, best_rate = 0, base / (a + b * base_fed)
+        for d in range(1, self.max_draft + 1):
+            gain = sum(p.gain_per_d[d] for p in plans)
+            extra_fed = sum(min(d, p.room - len(p.lookup)) if p.lead == LOOKUP else min(d, p.room) - len(p.lookup)
+                            for p in plans)
+            seconds = a + b * (base_fed + extra_fed) + d * (a_d + b_d * len(plans))
+            if (base + gain) / seconds > best_rate:
+                best, best_rate = d, (base + gain) / seconds
+        return best
+
+    def observe(self, proposal: Proposal, fed: int, accepted: int) -> None:
+        """Update the acceptance estimates from one verified draft: its first `fed` tokens were
+        verified and `accepted` of them accepted. Quotes and fills are not counted: the
+        estimates decide between a short lookup draft and the model's."""
+        offset = 0
+        for kind, length in proposal.parts:
+            length = min(length, fed - offset)
+            if length <= 0 or accepted < offset:
+                return
+            got = min(length, accepted - offset)
+            if kind in (LOOKUP, MODEL):
+                self.rates[kind].observe(got, got < length)
+            offset += length

@@ -1,0 +1,181 @@
+"""The draft model and the hybrid drafter (engine/spec/draft_model.py, engine/spec/hybrid.py).
+
+Through the whole engine, fp32 on the CPU, with the real CI model as the target and, as its draft
+model, the CI model cut to its first DRAFT_LAYERS layers (real weights, the target's tokenizer:
+a self-speculative "early exit" draft). It agrees with the target often but far from always, so
+both caches are rolled back many times in every test. The pair the product ships,
+qwen2.5-coder-0.5b drafting for the 1.5B, is measured in bench/RESULTS.md; CI does not pull it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from engine.spec.drafters import make_drafter
+from engine.spec.hybrid import FILL, LOOKUP, MODEL, QUOTE, Acceptance, HybridDrafting, Proposal, expected_commits
+from engine.types import Request, RequestError, SamplingParams
+from prompts.apply import build_apply_prompt
+
+DRAFT_LAYERS = 20
+DEV = "bench/data/dev.jsonl"
+
+
+def cut_model(src, dst, layers: int, swap: tuple[int, int] | None = None):
+    """`src` with only its first `layers` layers; `swap` exchanges two token ids in the tokenizer."""
+    dst.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        shutil.copy(src / name, dst / name)
+    config = json.loads((src / "config.json").read_text())
+    config["num_hidden_layers"] = layers
+    (dst / "config.json").write_text(json.dumps(config))
+    weights = load_file(src / "model.safetensors")
+    save_file({k: v for k, v in weights.items()
+               if not (k.startswith("model.layers.") and int(k.split(".")[2]) >= layers)}, dst / "model.safetensors")
+    if swap:
+        tok = json.loads((dst / "tokenizer.json").read_text(encoding="utf-8"))
+        vocab = tok["model"]["vocab"]
+        a, b = (next(k for k, v in vocab.items() if v == i) for i in swap)
+        vocab[a], vocab[b] = vocab[b], vocab[a]
+        (dst / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+    return dst
+
+
+@pytest.fixture(scope="module")
+def draft_dir(ci_model_dir, tmp_path_factory):
+    return cut_model(ci_model_dir, tmp_path_factory.mktemp("draft") / "cut", DRAFT_LAYERS)
+
+
+@pytest.fixture(scope="module")
+def engine(ci_model_dir, draft_dir):
+    return LLMEngine(EngineConfig(model=str(ci_model_dir), draft_model=str(draft_dir), max_model_len=4096,
+                                  max_num_seqs=4))
+
+
+def generate(engine, request):
+    out, stats = [], None
+    for ev in engine.generate(request):
+        out.extend(ev.token_ids)
+        stats = ev.stats
+    return out, stats
+
+
+def apply_case(tok):
+    row = min((json.loads(line) for line in open(DEV)), key=lambda r: len(r["original"]))
+    prompt = build_apply_prompt(row["original"], row["update_snippet"], row["instruction"], row["language"])
+    return prompt.prompt_ids(tok), {"original": tok.encode(row["original"]), "snippet": tok.encode(row["update_snippet"])}
+
+
+CHAT = [{"role": "user", "content": "Write a Python function that checks whether a number is prime, and explain it."}]
+
+
+def test_expected_commits_and_acceptance():
+    assert expected_commits(0.5, 3) == pytest.approx(0.875)
+    assert expected_commits(1.0, 4) == 4 and expected_commits(0.9, 0) == 0
+    rate = Acceptance(prior=0.5)
+    assert rate.rate == 0.5
+    for _ in range(50):
+        rate.observe(9, True)  # 9 accepted, then a rejection: alpha about 0.9
+    assert rate.rate == pytest.approx(0.9, abs=0.01)
+
+
+def test_observe_counts_each_source_up_to_the_rejection(engine):
+    hybrid = HybridDrafting(engine.hybrid.model)
+    p = Proposal()
+    p.add(LOOKUP, [1, 2])
+    p.add(MODEL, [3, 4, 5])
+    p.add(FILL, [6, 7])
+    assert p.count(MODEL, 4) == 2 and p.count(MODEL, 10) == 3 and p.count(LOOKUP, 1) == 1
+    before = {k: (r.accepted, r.rejections) for k, r in hybrid.rates.items()}
+    hybrid.observe(p, fed=7, accepted=3)  # lookup 2/2, the model 1 of 3 then a rejection, fill unseen
+    lookup, model = hybrid.rates[LOOKUP], hybrid.rates[MODEL]
+    assert (lookup.accepted, lookup.rejections) == (before[LOOKUP][0] * lookup.decay + 2, before[LOOKUP][1] * lookup.decay)
+    assert (model.accepted, model.rejections) == (before[MODEL][0] * model.decay + 1, before[MODEL][1] * model.decay + 1)
+    quote = Proposal()
+    quote.add(QUOTE, list(range(15)))
+    hybrid.observe(quote, fed=15, accepted=15)  # a quote is not what the estimates decide
+    assert hybrid.rates[LOOKUP].accepted == lookup.accepted
+
+
+def test_peek_continues_an_extended_context_without_moving_cursors():
+    source = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+    d = make_drafter("hybrid", {"original": source}, prompt_len=3)
+    context = [1, 2, 3]
+    assert d.propose(context, 8) == []
+    assert d.peek(context + [12, 13], 8) == [14, 15, 16, 17]  # a 2-token match drafts 4
+    assert d.peek(context + [12, 13], 2) == [14, 15]
+    # Nothing moved: the committed context still has no match.
+    assert d.propose(context + [99], 8) == [] and d.peek(context + [99], 8) == []
+
+
+@pytest.mark.parametrize("drafter", ["hybrid", "draft"])
+def test_greedy_output_is_plain_decoding_with_the_draft_model(engine, drafter):
+    """Chat (the model's text) and an apply prompt (quotes plus new lines): the same tokens as
+    plain decoding, the draft model's tokens both accepted and rejected (its cache rolled back),
+    and every draft-cache block given back when the requests end."""
+    tok = engine.tokenizer
+    prompts = [(tok.encode_chat(CHAT), {}), apply_case(tok)]
+    drafted = accepted = 0
+    for ids, sources in prompts:
+        params = SamplingParams(max_tokens=96)
+        plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
+        out, stats = generate(engine, Request(ids, params, sources=sources, drafter=drafter))
+        assert out == plain
+        drafted, accepted = drafted + stats.model_drafted, accepted + stats.model_accepted
+        assert stats.model_accepted <= stats.model_drafted <= stats.drafted
+    assert 0 < accepted < drafted
+    draft = engine.hybrid.model
+    assert draft.states == {} and draft.blocks.num_free == draft.blocks.num_blocks
+
+
+def test_sampled_output_is_the_same_text_with_the_draft_model(engine):
+    """Coupled verification keys its noise by seed and position: a seed gives the same text with
+    the hybrid drafter as without speculation, rejections and all."""
+    ids = engine.tokenizer.encode_chat(CHAT)
+    for seed in (1, 2):
+        params = SamplingParams(temperature=0.8, top_p=0.95, seed=seed, max_tokens=64)
+        plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
+        out, stats = generate(engine, Request(ids, params, drafter="hybrid"))
+        assert out == plain and stats.model_drafted > 0
+
+
+def test_concurrent_requests_of_mixed_drafters_and_the_draft_prefix_cache(engine):
+    """Three requests in one batch (hybrid, lookup, draft), each its plain output; a second hybrid
+    request with the same prompt shares the first one's draft-cache blocks."""
+    tok = engine.tokenizer
+    chat = tok.encode_chat(CHAT)
+    ids, sources = apply_case(tok)
+    params = SamplingParams(max_tokens=64)
+    expected = {name: generate(engine, Request(p, params, drafter="none", verify_tokens=1))[0]
+                for name, p in (("chat", chat), ("apply", ids))}
+    seqs = {("chat", "hybrid"): engine.add_request(Request(chat, params, drafter="hybrid")),
+            ("apply", "lookup"): engine.add_request(Request(ids, params, sources=sources, drafter="lookup")),
+            ("apply", "draft"): engine.add_request(Request(ids, params, sources=sources, drafter="draft"))}
+    while engine.has_work():
+        engine.step()
+    for (name, drafter), seq in seqs.items():
+        assert seq.output_ids == expected[name], drafter
+    assert seqs[("chat", "hybrid")].stats.model_drafted > 0 and seqs[("apply", "lookup")].stats.model_drafted == 0
+    hits = engine.hybrid.model.blocks.hits
+    generate(engine, Request(chat, params, drafter="hybrid"))
+    assert engine.hybrid.model.blocks.hits - hits >= len(chat) // 16 - 1
+
+
+def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
+    plain = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=1024, max_num_seqs=2))
+    assert plain.hybrid is None
+    with pytest.raises(RequestError, match="needs the engine's draft model"):
+        plain.add_request(Request([1, 2, 3], drafter="hybrid"))
+    with pytest.raises(ValueError, match="EDITAPPLY_DRAFT_MODEL"):
+        LLMEngine(EngineConfig(model=str(ci_model_dir), drafter="hybrid", max_model_len=1024))
+    probe = engine.tokenizer.encode("def f(x):")
+    other = cut_model(ci_model_dir, tmp_path / "other", 2, swap=(probe[0], probe[1]))
+    with pytest.raises(ValueError, match="another tokenizer"):
+        LLMEngine(EngineConfig(model=str(ci_model_dir), draft_model=str(other), max_model_len=1024))
+    with pytest.raises(ValueError, match="draft_tokens"):
+        EngineConfig(draft_tokens=64)
