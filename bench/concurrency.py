@@ -6,6 +6,7 @@ sequence per step, so at high concurrency a step costs more; the verify budget c
 tokens and cuts drafts to a share under load. The table shows where long verify blocks stop paying.
 
     python -m bench.concurrency [--model qwen2.5-coder-0.5b] [--levels 1 8 32 64] [--max-tokens 0]
+        [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"]
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from bench.common import header, load_dev, save_json, table
 from bench.spec_decode import build_cases
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
+from engine.loader.registry import PRESETS
 from engine.types import SamplingParams
 from engine.types import Request
 
-MODES = {"plain": ("none", 1), "lookup K=16 +prediction": ("lookup", 16)}
+MODES = {"plain": ("none", 1), "lookup K=16 +prediction": ("lookup", 16),
+         "hybrid K=16 +prediction": ("hybrid", 16)}  # hybrid: lookup + the draft model (engine/spec/hybrid.py)
 
 
 def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int, max_tokens: int) -> dict:
@@ -50,26 +53,33 @@ def main(argv=None) -> None:
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--max-tokens", type=int, default=0, help="cap each request's output (0 = the whole file)")
     ap.add_argument("--cases", type=int, default=0, help="dev cases to cycle through (0 = all)")
+    ap.add_argument("--modes", nargs="+", default=list(MODES)[:2], choices=list(MODES))
+    ap.add_argument("--draft-model", default=None, help="for the hybrid mode (default: the model preset's pair)")
     args = ap.parse_args(argv)
+    draft = ""
+    if "hybrid K=16 +prediction" in args.modes:
+        draft = args.draft_model or PRESETS[args.model].draft
     results, rows = {}, []
     top = max(args.levels)
     # No prefix caching: both modes pay every prefill (the plain run must not warm the spec run).
     engine = LLMEngine(EngineConfig.from_env(model=args.model, max_num_seqs=top, max_model_len=16384,
-                                             enable_prefix_caching=False))
+                                             enable_prefix_caching=False, draft_model=draft))
     cases = build_cases(engine.tokenizer, load_dev(args.cases or None))
     cases.sort(key=lambda c: len(c["prompt_ids"]))
     cap = lambda c: min(c["max_tokens"], args.max_tokens) if args.max_tokens else c["max_tokens"]
     engine.warmup(max(len(c["prompt_ids"]) + cap(c) for c in cases), list(range(1, top + 1)))
     for n in args.levels:
         engine.scheduler.max_num_seqs = n
-        for mode, (drafter, k) in MODES.items():
+        for mode in args.modes:
+            drafter, k = MODES[mode]
             engine.scheduler.preemptions = 0
             r = run_level(engine, cases, n, drafter, k, args.max_tokens)
             results[f"{n}/{mode}"] = r
             rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"]])
             print(rows[-1], flush=True)
-        plain, spec = results[f"{n}/plain"]["tok_s"], results[f"{n}/lookup K=16 +prediction"]["tok_s"]
-        rows.append([n, "speedup", "", "", spec / plain, "", ""])
+        plain = results.get(f"{n}/plain", {}).get("tok_s")
+        for mode in [m for m in args.modes if m != "plain"] if plain else ():
+            rows.append([n, f"speedup of {mode}", "", "", results[f"{n}/{mode}"]["tok_s"] / plain, "", ""])
     cfg = engine.cfg
     print(header(f"Concurrent apply requests ({args.model}, {cfg.torch_dtype}, {cfg.torch_device}, "
                  f"KV {engine.kv.num_blocks * engine.kv.block_size} tokens, "

@@ -1,7 +1,8 @@
 """Drafters against workloads: none / lookup / draft model / hybrid on the target model.
 
 Four workloads, greedy, one request at a time, the same prompts for every drafter, no prefix
-caching (every drafter pays the same prefill):
+caching (every drafter pays the same prefill), every configuration started with cold estimates
+(step costs, acceptance):
   (a) apply: dev cases, the apply prompt (rewrite form) with the product's lookup sources (the
       file, the snippet, the deterministic merge as predicted output);
   (b) instruction: dev cases with the snippet withheld (the instruction and the file only; the
@@ -27,6 +28,7 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.loader.registry import PRESETS
 from engine.rag import rag_request
+from engine.step_cost import StepCost
 from engine.types import Request, SamplingParams
 from prompts.apply import build_instruction_prompt
 
@@ -70,6 +72,9 @@ def run(engine: LLMEngine, prompts: list[tuple[str, Request]], drafter: str) -> 
     decode_s = ttft = 0.0
     hist: dict[int, int] = {}
     outputs = []
+    engine.step_cost = StepCost()  # each configuration starts cold: no estimate carried over
+    if engine.hybrid is not None:
+        engine.hybrid.reset()
     for _, req in prompts:
         r = Request(req.prompt_ids, req.params, sources=req.sources, drafter=drafter,
                     verify_tokens=1 if drafter == "none" else None)

@@ -82,9 +82,11 @@ class LLMEngine:
 
     # ---- requests -------------------------------------------------------------------------
     def warmup(self, max_context: int, batch_sizes: list[int] = (1,)) -> int:
-        """Capture the CUDA graphs these batch sizes need up to `max_context` tokens (no-op on CPU)."""
-        graphs = self.runner.graphs
-        return graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len)) if graphs else 0
+        """Capture the CUDA graphs these batch sizes need up to `max_context` tokens, the draft
+        model's too (no-op on CPU). Returns how many graphs there are."""
+        runners = [self.runner] + ([self.hybrid.model.runner] if self.hybrid else [])
+        return sum(r.graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len))
+                   for r in runners if r.graphs)
 
     def check_request(self, request: Request) -> None:
         """Raise RequestError if `request` can never run on this engine."""

@@ -19,7 +19,10 @@ step and sequence (drafter `hybrid`):
   sequence together) is chosen by expected throughput: committed tokens per second of the whole
   step, the target's cost from the engine's step-cost fit (engine/step_cost.py) plus the draft
   model's own fit (seconds per draft forward against the tokens it feeds). While either fit is
-  warming up, d counts the model's tokens likelier accepted than not (alpha^k >= 1/2). When the
+  warming up, d counts the model's tokens likelier accepted than not (alpha^k >= 1/2). The
+  model runs only when its expected rate beats lookup alone by MIN_GAIN: the estimates are
+  rough, and near break-even (a small CPU, where every fed token costs compute) a wrong call
+  loses more than a right one wins. When the
   rule says d = 0, every PROBE_EVERY-th step still drafts one token, so the estimate follows a
   workload that changes (a chat turns into code the model can guess).
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.spec.draft_model import DraftModel
+from engine.step_cost import StepCost
 
 # D when EDITAPPLY_DRAFT_TOKENS is 0: bench/RESULTS.md ("Draft model + lookup") has the sweep.
 DEFAULT_DRAFT_TOKENS = 5
@@ -41,6 +45,7 @@ DEFAULT_DRAFT_TOKENS = 5
 # model, lookup filling after the model's tokens.
 LOOKUP, QUOTE, MODEL, FILL = "lookup", "quote", "model", "fill"
 PROBE_EVERY = 16
+MIN_GAIN = 1.05
 
 
 def expected_commits(alpha: float, n: int) -> float:
@@ -107,8 +112,7 @@ class HybridDrafting:
     def __init__(self, model: DraftModel, draft_tokens: int = 0):
         self.model = model
         self.max_draft = draft_tokens or DEFAULT_DRAFT_TOKENS
-        self.rates = {LOOKUP: Acceptance(prior=0.5), MODEL: Acceptance(prior=0.6)}
-        self.steps = 0
+        self.reset()
 
     def propose(self, seqs, lookup_drafts: list[list[int]], rooms: list[int], fill: list[bool],
                 target_fit: tuple[float, float] | None) -> list[Proposal]:
@@ -167,7 +171,7 @@ class HybridDrafting:
             return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5)
         (a, b), (a_d, b_d) = target_fit, draft_fit
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
-        best, best_rate = 0, base / (a + b * base_fed)
+        best, best_rate = 0, MIN_GAIN * base / (a + b * base_fed)
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
             extra_fed = sum(min(d, p.room - len(p.lookup)) if p.lead == LOOKUP else min(d, p.room) - len(p.lookup)
@@ -176,6 +180,12 @@ class HybridDrafting:
             if (base + gain) / seconds > best_rate:
                 best, best_rate = d, (base + gain) / seconds
         return best
+
+    def reset(self) -> None:
+        """Forget the acceptance and cost estimates (benchmarks start each configuration cold)."""
+        self.rates = {LOOKUP: Acceptance(prior=0.5), MODEL: Acceptance(prior=0.6)}
+        self.steps = 0
+        self.model.cost = StepCost()
 
     def observe(self, proposal: Proposal, fed: int, accepted: int) -> None:
         """Update the acceptance estimates from one verified draft: its first `fed` tokens were

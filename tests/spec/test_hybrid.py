@@ -53,8 +53,10 @@ def draft_dir(ci_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(ci_model_dir, draft_dir):
+    # Draft lengths from acceptance alone (adaptive_drafts off): with measured step costs, whether
+    # the draft model pays on this CPU would depend on the machine's load, not on the code under test.
     return LLMEngine(EngineConfig(model=str(ci_model_dir), draft_model=str(draft_dir), max_model_len=4096,
-                                  max_num_seqs=4))
+                                  max_num_seqs=4, adaptive_drafts=False))
 
 
 def generate(engine, request):
@@ -179,3 +181,27 @@ def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
         LLMEngine(EngineConfig(model=str(ci_model_dir), draft_model=str(other), max_model_len=1024))
     with pytest.raises(ValueError, match="draft_tokens"):
         EngineConfig(draft_tokens=64)
+
+
+def test_draft_length_follows_costs_and_acceptance():
+    """The rule alone (engine/spec/hybrid.py): on a GPU-like cost (the target's step barely grows
+    with fed tokens, a draft forward costs a tenth of a step) a well-accepted draft model writes
+    all D tokens; on a small CPU (each fed token costs 40% of a step) with the same acceptance
+    it writes fewer; a draft model that is rarely right does not run."""
+    from types import SimpleNamespace
+
+    from engine.spec.hybrid import _Plan
+    from engine.step_cost import StepCost
+
+    def d_for(a, b, a_d, b_d, alpha):
+        hybrid = HybridDrafting(SimpleNamespace(cost=None), draft_tokens=5)
+        hybrid.model.cost = cost = StepCost(min_samples=2)
+        for n in (1, 4, 9):
+            cost.observe(n, a_d + b_d * n)
+        hybrid.rates[MODEL] = Acceptance(prior=alpha, weight=1e6)
+        gains = [expected_commits(alpha, d) for d in range(6)]
+        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], 1, (a, b))
+
+    assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85) == 5
+    assert 0 < d_for(a=0.12, b=0.05, a_d=0.01, b_d=0.005, alpha=0.85) < 5
+    assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.05) == 0
