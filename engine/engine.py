@@ -204,7 +204,7 @@ class LLMEngine:
                 seq.stats.t_first = time.perf_counter()
             model_drafted = model_accepted = 0
             if i in proposals:
-                self.hybrid.observe(proposals[i], len(feed) - 1, len(new) - 1)
+                self.hybrid.observe(proposals[i], len(feed) - 1, new)
                 model_drafted = proposals[i].count("model", len(feed) - 1)
                 model_accepted = proposals[i].count("model", len(new) - 1)
             committed = self._commit(seq, new)

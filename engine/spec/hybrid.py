@@ -83,6 +83,7 @@ class Proposal:
 
     tokens: list[int] = field(default_factory=list)
     parts: list[tuple[str, int]] = field(default_factory=list)  # (LOOKUP | QUOTE | MODEL | FILL, length)
+    displaced: list[int] = field(default_factory=list)  # lookup's short draft when the model led instead
 
     def add(self, kind: str, tokens: list[int]) -> None:
         if tokens:
@@ -151,6 +152,7 @@ class HybridDrafting:
                 proposals[i].add(LOOKUP, p.lookup)
                 jobs.append((i, (p.seq, p.lookup, min(d, p.room - len(p.lookup)))))
             else:
+                proposals[i].displaced = p.lookup
                 jobs.append((i, (p.seq, [], min(d, p.room))))
         if jobs:
             for (i, (seq, _, n)), tokens in zip(jobs, self.model.propose([job for _, job in jobs])):
@@ -187,16 +189,29 @@ class HybridDrafting:
         self.steps = 0
         self.model.cost = StepCost()
 
-    def observe(self, proposal: Proposal, fed: int, accepted: int) -> None:
+    def observe(self, proposal: Proposal, fed: int, committed: list[int]) -> None:
         """Update the acceptance estimates from one verified draft: its first `fed` tokens were
-        verified and `accepted` of them accepted. Quotes and fills are not counted: the
-        estimates decide between a short lookup draft and the model's."""
+        verified, then `committed` (the accepted ones and the bonus) were committed. Quotes and
+        fills are not counted: the estimates decide between a short lookup draft and the model's.
+        A lookup draft the model displaced is scored against what was committed, so lookup's
+        estimate keeps learning while the model leads (exact for greedy requests, where any draft
+        is accepted exactly as far as it matches what the target commits)."""
+        accepted = len(committed) - 1
         offset = 0
         for kind, length in proposal.parts:
             length = min(length, fed - offset)
             if length <= 0 or accepted < offset:
-                return
+                break
             got = min(length, accepted - offset)
             if kind in (LOOKUP, MODEL):
                 self.rates[kind].observe(got, got < length)
             offset += length
+        shadow = proposal.displaced
+        if shadow:
+            n = 0
+            while n < len(shadow) and n < len(committed) and shadow[n] == committed[n]:
+                n += 1
+            if n < len(shadow) and n < len(committed):
+                self.rates[LOOKUP].observe(n, True)
+            elif n == len(shadow):
+                self.rates[LOOKUP].observe(n, False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 from safetensors.torch import load_file, save_file
@@ -86,22 +87,27 @@ def test_expected_commits_and_acceptance():
     assert rate.rate == pytest.approx(0.9, abs=0.01)
 
 
-def test_observe_counts_each_source_up_to_the_rejection(engine):
-    hybrid = HybridDrafting(engine.hybrid.model)
+def test_observe_counts_each_source_up_to_the_rejection():
+    hybrid = HybridDrafting(SimpleNamespace(cost=None))  # the rule alone: no model runs
     p = Proposal()
     p.add(LOOKUP, [1, 2])
     p.add(MODEL, [3, 4, 5])
     p.add(FILL, [6, 7])
     assert p.count(MODEL, 4) == 2 and p.count(MODEL, 10) == 3 and p.count(LOOKUP, 1) == 1
     before = {k: (r.accepted, r.rejections) for k, r in hybrid.rates.items()}
-    hybrid.observe(p, fed=7, accepted=3)  # lookup 2/2, the model 1 of 3 then a rejection, fill unseen
+    hybrid.observe(p, fed=7, committed=[1, 2, 3, 9])  # lookup 2/2, the model 1 of 3 then a rejection, fill unseen
     lookup, model = hybrid.rates[LOOKUP], hybrid.rates[MODEL]
     assert (lookup.accepted, lookup.rejections) == (before[LOOKUP][0] * lookup.decay + 2, before[LOOKUP][1] * lookup.decay)
     assert (model.accepted, model.rejections) == (before[MODEL][0] * model.decay + 1, before[MODEL][1] * model.decay + 1)
     quote = Proposal()
     quote.add(QUOTE, list(range(15)))
-    hybrid.observe(quote, fed=15, accepted=15)  # a quote is not what the estimates decide
+    hybrid.observe(quote, fed=15, committed=list(range(16)))  # a quote is not what the estimates decide
     assert hybrid.rates[LOOKUP].accepted == lookup.accepted
+    led = Proposal(displaced=[5, 6, 7])
+    led.add(MODEL, [5, 8])
+    was = (lookup.accepted, lookup.rejections)
+    hybrid.observe(led, fed=2, committed=[5, 9])  # the model 1/2; lookup's displaced draft 1 then a miss
+    assert (lookup.accepted, lookup.rejections) == pytest.approx((was[0] * lookup.decay + 1, was[1] * lookup.decay + 1))
 
 
 def test_peek_continues_an_extended_context_without_moving_cursors():
@@ -188,8 +194,6 @@ def test_draft_length_follows_costs_and_acceptance():
     with fed tokens, a draft forward costs a tenth of a step) a well-accepted draft model writes
     all D tokens; on a small CPU (each fed token costs 40% of a step) with the same acceptance
     it writes fewer; a draft model that is rarely right does not run."""
-    from types import SimpleNamespace
-
     from engine.spec.hybrid import _Plan
     from engine.step_cost import StepCost
 
