@@ -155,11 +155,16 @@ class HybridDrafting:
                 proposals[i].displaced = p.lookup
                 jobs.append((i, (p.seq, [], min(d, p.room))))
         if jobs:
-            for (i, (seq, _, n)), tokens in zip(jobs, self.model.propose([job for _, job in jobs])):
-                proposals[i].add(MODEL, tokens)
-                room = rooms[i] - len(proposals[i].tokens)
-                if fill[i] and room > 0 and seq.drafter is not None and proposals[i].parts[0][0] == MODEL:
-                    proposals[i].add(FILL, seq.drafter.peek(seq.tokens + proposals[i].tokens, room))
+            for (i, (seq, lead, _)), tokens in zip(jobs, self.model.propose([job for _, job in jobs])):
+                p = proposals[i]
+                if not tokens and p.displaced:  # no room in the draft cache: lookup's draft after all
+                    p.add(LOOKUP, p.displaced)
+                    p.displaced = []
+                    continue
+                p.add(MODEL, tokens)
+                room = rooms[i] - len(p.tokens)
+                if fill[i] and not lead and room > 0 and seq.drafter is not None:
+                    p.add(FILL, seq.drafter.peek(seq.tokens + p.tokens, room))
         return proposals
 
     def _choose_d(self, plans: list[_Plan], lookup_drafts, base_fed: int,
