@@ -164,7 +164,9 @@ class HybridDrafting:
                 p.add(MODEL, tokens)
                 room = rooms[i] - len(p.tokens)
                 if fill[i] and not lead and room > 0 and seq.drafter is not None:
-                    p.add(FILL, seq.drafter.peek(seq.tokens + p.tokens, room))
+                    # A match is at most max_match tokens long: the context's tail is all peek reads.
+                    tail = seq.tokens[-seq.drafter.max_match :]
+                    p.add(FILL, seq.drafter.peek(tail + p.tokens, room))
         return proposals
 
     def _choose_d(self, plans: list[_Plan], lookup_drafts, base_fed: int,
