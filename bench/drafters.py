@@ -20,6 +20,7 @@ decode tok/s, TTFT, and whether every output equals plain decoding.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from bench.common import header, histogram_text, load_dev, save_json, table
 from bench.rag import build_document
@@ -76,8 +77,7 @@ def run(engine: LLMEngine, prompts: list[tuple[str, Request]], drafter: str) -> 
     if engine.hybrid is not None:
         engine.hybrid.reset()
     for _, req in prompts:
-        r = Request(req.prompt_ids, req.params, sources=req.sources, drafter=drafter,
-                    verify_tokens=1 if drafter == "none" else None)
+        r = replace(req, drafter=drafter, verify_tokens=1 if drafter == "none" else None)
         ids = []
         for ev in engine.generate(r):
             ids.extend(ev.token_ids)

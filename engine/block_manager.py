@@ -131,6 +131,17 @@ class BlockManager:
         self.share(shared)
         return shared, hashes[: len(shared)]
 
+    def publish(self, owner, tokens: list[int], num_tokens: int) -> None:
+        """Register the full blocks among `owner`'s first `num_tokens` positions (holding `tokens`,
+        all final) for sharing. `owner` keeps `block_table`, `chain_hashes` and `num_published`
+        (a target sequence, or the draft model's view of one)."""
+        final = num_tokens // self.block_size
+        if self.caching and final > owner.num_published:
+            hashes = self.extend_hashes(owner.chain_hashes, tokens, final)
+            for i in range(owner.num_published, final):
+                self.register(owner.block_table[i], hashes[i])
+            owner.num_published = final
+
     def register(self, block: int, h: bytes) -> None:
         """Publish a full, final block under its chain hash (first writer wins)."""
         if not self.caching or block in self._hash_of:

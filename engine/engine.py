@@ -204,9 +204,7 @@ class LLMEngine:
                 seq.stats.t_first = time.perf_counter()
             model_drafted = model_accepted = 0
             if i in proposals:
-                self.hybrid.observe(proposals[i], len(feed) - 1, new)
-                model_drafted = proposals[i].count("model", len(feed) - 1)
-                model_accepted = proposals[i].count("model", len(new) - 1)
+                model_drafted, model_accepted = self.hybrid.observe(proposals[i], len(feed) - 1, new)
             committed = self._commit(seq, new)
             seq.stats.record_step(drafted=len(feed) - 1, accepted=len(new) - 1, committed=committed,
                                   model_drafted=model_drafted, model_accepted=model_accepted)
@@ -220,8 +218,7 @@ class LLMEngine:
         if not idx or self.hybrid is None:
             return {}
         fit = self.step_cost.fit() if self.cfg.adaptive_drafts else None
-        proposals = self.hybrid.propose([seqs[i] for i in idx], [drafts[i] for i in idx], [rooms[i] for i in idx],
-                                        [seqs[i].lookup_fills for i in idx], fit)
+        proposals = self.hybrid.propose([seqs[i] for i in idx], [drafts[i] for i in idx], [rooms[i] for i in idx], fit)
         return dict(zip(idx, proposals))
 
     def plan_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:

@@ -113,9 +113,4 @@ class Scheduler:
     # ---- prefix caching -------------------------------------------------------------------
     def publish_blocks(self, seq: Sequence) -> None:
         """Register the sequence's newly completed blocks (every position committed)."""
-        final = seq.num_cached // self.blocks.block_size
-        if self.blocks.caching and final > seq.num_published:
-            hashes = self.blocks.extend_hashes(seq.chain_hashes, seq.tokens, final)
-            for i in range(seq.num_published, final):
-                self.blocks.register(seq.block_table[i], hashes[i])
-            seq.num_published = final
+        self.blocks.publish(seq, seq.tokens, seq.num_cached)

@@ -21,6 +21,10 @@ from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer as HFTokenizer
 
+# Tokenized by two sides (a vLLM server and us, a draft model and its target): the same ids mean
+# the same tokenizer as far as a prompt's ids go (tabs, code, an accent, a non-ASCII symbol).
+TOKENIZER_PROBE = "def f(x):\n\treturn x + 1  # ok ✓\n"
+
 
 def _raise(message: str):
     raise TemplateError(message)

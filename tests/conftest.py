@@ -1,3 +1,4 @@
+import json
 import os
 
 import pytest
@@ -22,3 +23,13 @@ def ci_model_dir():
     if not registry.is_installed(CI_MODEL):
         pytest.fail(f"{CI_MODEL} is not installed; run `editapply pull {CI_MODEL}` (make test does)")
     return registry.model_dir(CI_MODEL)
+
+
+def swap_tokens(folder, a: str, b: str) -> None:
+    """Exchange two tokens' ids in `folder`'s tokenizer.json: a tokenizer of another model, as far
+    as the ids go."""
+    path = folder / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    vocab = data["model"]["vocab"]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    path.write_text(json.dumps(data), encoding="utf-8")

@@ -39,11 +39,11 @@ from pathlib import Path
 import httpx
 
 from engine.backends import vllm_serve
+from engine.tokenizer import TOKENIZER_PROBE
 from engine.types import (EngineLoad, EngineUnavailable, Event, GenerationStats, Request, RequestError,
                           check_prompt_length)
 
 CONNECT_TIMEOUT_S = 10.0
-PROBE = "def f(x):\n\treturn x + 1  # ok ✓\n"  # tokenized by both sides: the same tokenizer or not
 _ids = itertools.count()
 
 
@@ -173,14 +173,14 @@ class VLLMService:
                 models = client.get("/v1/models")
                 if models.status_code != 401:
                     card = models.raise_for_status().json()["data"][0]
-                    probe = client.post("/tokenize", json={"model": card["id"], "prompt": PROBE,
+                    probe = client.post("/tokenize", json={"model": card["id"], "prompt": TOKENIZER_PROBE,
                                                            "add_special_tokens": False})
                     theirs = probe.raise_for_status().json()["tokens"]
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
             raise EngineUnavailable(f"no vLLM server answers at {url}: {exc}") from None
         if models.status_code == 401:
             raise ValueError(f"the vLLM server at {url} wants an API key (EDITAPPLY_VLLM_API_KEY); none or a wrong one was given")
-        if theirs != tokenizer.encode(PROBE):
+        if theirs != tokenizer.encode(TOKENIZER_PROBE):
             raise ValueError(f"the vLLM server at {url} serves {card['id']!r}, whose tokenizer is not {model!r}'s: "
                              "pass the served model (a preset, or a folder holding its tokenizer) as --model")
         return cls(url, tokenizer, VLLMConfig(model, int(card["max_model_len"])), card["id"], api_key, process)

@@ -26,9 +26,9 @@ import torch
 from engine.config import EngineConfig
 from engine.runner import ModelRunner
 from engine.step_cost import StepCost
+from engine.tokenizer import TOKENIZER_PROBE
 from engine.types import RequestError
 
-PROBE = "def f(x):\n\treturn x + 1  # ok ✓\n"  # tokenized by both models: the same tokenizer or not
 
 
 class DraftSequence:
@@ -63,9 +63,8 @@ class DraftModel:
         dcfg = replace(cfg, model=name, int8_head=False,
                        kv_dtype="auto" if cfg.kv_dtype == "int4" else cfg.kv_dtype)
         self.runner = ModelRunner(dcfg)
-        self.name = name
         self.cfg = dcfg
-        if self.runner.tokenizer.encode(PROBE) != target_tokenizer.encode(PROBE):
+        if self.runner.tokenizer.encode(TOKENIZER_PROBE) != target_tokenizer.encode(TOKENIZER_PROBE):
             raise ValueError(f"draft model {name!r} has another tokenizer than the target: a draft model "
                              "must share the target's tokenizer (qwen2.5-coder-0.5b drafts for qwen2.5-coder-1.5b)")
         # Only ids both models know may be proposed (a padded vocabulary may be larger).
@@ -106,15 +105,6 @@ class DraftModel:
             st.block_table.extend(self.blocks.allocate(need))
         return True
 
-    def _publish(self, st: DraftSequence, committed: list[int]) -> None:
-        """Register the draft cache's full blocks of committed tokens for prefix sharing."""
-        final = min(st.num_cached, len(committed)) // self.blocks.block_size
-        if self.blocks.caching and final > st.num_published:
-            hashes = self.blocks.extend_hashes(st.chain_hashes, committed, final)
-            for i in range(st.num_published, final):
-                self.blocks.register(st.block_table[i], hashes[i])
-            st.num_published = final
-
     def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool) -> torch.Tensor | None:
         t = time.perf_counter()
         out = self.runner.forward(batch, logits=logits, last_only=True)
@@ -152,9 +142,9 @@ class DraftModel:
             return out
         for i, tok in zip(live, self._forward(feeds, logits=True)):
             out[i].append(tok)
-        for seq, _, _ in jobs:
-            if seq.id in self.states:
-                self._publish(self.states[seq.id], seq.tokens)
+        for seq, _, _ in jobs:  # the committed tokens fed so far, for sharing
+            if (st := self.states.get(seq.id)) is not None:
+                self.blocks.publish(st, seq.tokens, min(st.num_cached, len(seq.tokens)))
         while True:
             live = [i for i in live if len(out[i]) < jobs[i][2]]
             if not live:

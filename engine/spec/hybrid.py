@@ -115,17 +115,15 @@ class HybridDrafting:
         self.max_draft = draft_tokens or DEFAULT_DRAFT_TOKENS
         self.reset()
 
-    def propose(self, seqs, lookup_drafts: list[list[int]], rooms: list[int], fill: list[bool],
+    def propose(self, seqs, lookup_drafts: list[list[int]], rooms: list[int],
                 target_fit: tuple[float, float] | None) -> list[Proposal]:
         """Drafts for the sequences of one step. `lookup_drafts`: lookup's proposals ([] for the
-        `draft` drafter), `rooms`: most draft tokens each may take, `fill`: whether lookup may lead
-        and fill (hybrid) or not (draft)."""
+        `draft` drafter), `rooms`: most draft tokens each may take. Lookup fills after the model's
+        tokens for sequences whose drafter is `hybrid` (`seq.lookup_fills`)."""
         proposals = [Proposal() for _ in seqs]
         plans: list[tuple[int, _Plan]] = []
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
-        base_fed = 0
         for i, (seq, draft, room) in enumerate(zip(seqs, lookup_drafts, rooms)):
-            base_fed += 1 + len(draft)
             if room <= 0 or len(draft) >= room:
                 proposals[i].add(QUOTE, draft[:room])
                 continue
@@ -139,7 +137,7 @@ class HybridDrafting:
                 left = room - len(draft)
                 gains = [a_l ** len(draft) * expected_commits(a_m, min(d, left)) for d in range(self.max_draft + 1)]
                 plans.append((i, _Plan(seq, room, LOOKUP, draft, gains)))
-        d = self._choose_d([p for _, p in plans], lookup_drafts, base_fed, target_fit)
+        d = self._choose_d([p for _, p in plans], lookup_drafts, target_fit)
         self.steps += bool(plans)
         if d == 0 and plans and self.steps % PROBE_EVERY == 0:
             d = 1
@@ -163,13 +161,13 @@ class HybridDrafting:
                     continue
                 p.add(MODEL, tokens)
                 room = rooms[i] - len(p.tokens)
-                if fill[i] and not lead and room > 0 and seq.drafter is not None:
+                if seq.lookup_fills and not lead and room > 0 and seq.drafter is not None:
                     # A match is at most max_match tokens long: the context's tail is all peek reads.
                     tail = seq.tokens[-seq.drafter.max_match :]
                     p.add(FILL, seq.drafter.peek(tail + p.tokens, room))
         return proposals
 
-    def _choose_d(self, plans: list[_Plan], lookup_drafts, base_fed: int,
+    def _choose_d(self, plans: list[_Plan], lookup_drafts: list[list[int]],
                   target_fit: tuple[float, float] | None) -> int:
         """The d in [0, D] that maximizes the step's expected committed tokens per second."""
         if not plans:
@@ -180,6 +178,7 @@ class HybridDrafting:
             return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5)
         (a, b), (a_d, b_d) = target_fit, draft_fit
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
+        base_fed = sum(1 + len(dr) for dr in lookup_drafts)
         best, best_rate = 0, MIN_GAIN * base / (a + b * base_fed)
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
@@ -196,14 +195,20 @@ class HybridDrafting:
         self.steps = 0
         self.model.cost = StepCost()
 
-    def observe(self, proposal: Proposal, fed: int, committed: list[int]) -> None:
+    def observe(self, proposal: Proposal, fed: int, committed: list[int]) -> tuple[int, int]:
         """Update the acceptance estimates from one verified draft: its first `fed` tokens were
-        verified, then `committed` (the accepted ones and the bonus) were committed. Quotes and
+        verified, then `committed` (the accepted ones and the bonus) were committed; returns the
+        draft model's tokens among those verified and among those accepted. Quotes and
         fills are not counted: the estimates decide between a short lookup draft and the model's.
         A lookup draft the model displaced is scored against what was committed, so lookup's
         estimate keeps learning while the model leads (exact for greedy requests, where any draft
         is accepted exactly as far as it matches what the target commits)."""
         accepted = len(committed) - 1
+        self._score(proposal, fed, accepted)
+        self._score_displaced(proposal.displaced, committed)
+        return proposal.count(MODEL, fed), proposal.count(MODEL, accepted)
+
+    def _score(self, proposal: Proposal, fed: int, accepted: int) -> None:
         offset = 0
         for kind, length in proposal.parts:
             length = min(length, fed - offset)
@@ -213,12 +218,14 @@ class HybridDrafting:
             if kind in (LOOKUP, MODEL):
                 self.rates[kind].observe(got, got < length)
             offset += length
-        shadow = proposal.displaced
-        if shadow:
-            n = 0
-            while n < len(shadow) and n < len(committed) and shadow[n] == committed[n]:
-                n += 1
-            if n < len(shadow) and n < len(committed):
-                self.rates[LOOKUP].observe(n, True)
-            elif n == len(shadow):
-                self.rates[LOOKUP].observe(n, False)
+
+    def _score_displaced(self, shadow: list[int], committed: list[int]) -> None:
+        if not shadow:
+            return
+        n = 0
+        while n < len(shadow) and n < len(committed) and shadow[n] == committed[n]:
+            n += 1
+        if n < len(shadow) and n < len(committed):
+            self.rates[LOOKUP].observe(n, True)
+        elif n == len(shadow):
+            self.rates[LOOKUP].observe(n, False)

@@ -22,6 +22,7 @@ from engine.spec.drafters import make_drafter
 from engine.spec.hybrid import FILL, LOOKUP, MODEL, QUOTE, Acceptance, HybridDrafting, Proposal, expected_commits
 from engine.types import Request, RequestError, SamplingParams
 from prompts.apply import build_apply_prompt
+from tests.conftest import swap_tokens
 
 DRAFT_LAYERS = 20
 DEV = "bench/data/dev.jsonl"
@@ -39,11 +40,8 @@ def cut_model(src, dst, layers: int, swap: tuple[int, int] | None = None):
     save_file({k: v for k, v in weights.items()
                if not (k.startswith("model.layers.") and int(k.split(".")[2]) >= layers)}, dst / "model.safetensors")
     if swap:
-        tok = json.loads((dst / "tokenizer.json").read_text(encoding="utf-8"))
-        vocab = tok["model"]["vocab"]
-        a, b = (next(k for k, v in vocab.items() if v == i) for i in swap)
-        vocab[a], vocab[b] = vocab[b], vocab[a]
-        (dst / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+        vocab = json.loads((dst / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+        swap_tokens(dst, *(next(k for k, v in vocab.items() if v == i) for i in swap))
     return dst
 
 
@@ -204,7 +202,7 @@ def test_draft_length_follows_costs_and_acceptance():
             cost.observe(n, a_d + b_d * n)
         hybrid.rates[MODEL] = Acceptance(prior=alpha, weight=1e6)
         gains = [expected_commits(alpha, d) for d in range(6)]
-        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], 1, (a, b))
+        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], (a, b))
 
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85) == 5
     assert 0 < d_for(a=0.12, b=0.05, a_d=0.01, b_d=0.005, alpha=0.85) < 5

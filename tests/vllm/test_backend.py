@@ -20,6 +20,7 @@ import pytest
 
 from engine.apply.pipeline import apply_edit
 from engine.types import Request, SamplingParams
+from tests.conftest import swap_tokens
 from tests.vllm.conftest import CI_MODEL, dev_case, model_request, start_serve, stop_serve, vllm_metric, vllm_running
 
 
@@ -148,11 +149,7 @@ def tokenizer_only(src, dst, swap: tuple[str, str] | None = None):
     for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json"):
         (dst / name).write_bytes((src / name).read_bytes())
     if swap:
-        data = json.loads((dst / "tokenizer.json").read_text(encoding="utf-8"))
-        vocab = data["model"]["vocab"]
-        a, b = swap
-        vocab[a], vocab[b] = vocab[b], vocab[a]
-        (dst / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+        swap_tokens(dst, *swap)
     return dst
 
 
