@@ -77,9 +77,47 @@ def engine_step_ms(engine, context: int, k: int, reps: int) -> float:
         engine.step()
     engine.scheduler.ensure_room(seq, len(seq) + k)
     feed = [seq.tokens[-1]] + prompt[:k - 1]
-    ms = time_fn(lambda: engine.runner.forward([(seq, feed)], logits=True), reps)
+    # A greedy verify step as the engine runs it: forward, greedy tokens, one copy to the host.
+    ms = time_fn(lambda: engine.runner.verify([(seq, feed)]), reps)
     engine.cancel(seq)
     return ms
+
+
+def kernels_per_step(engine, context: int, k: int) -> dict[str, int]:
+    """CUDA kernels one eager greedy verify step launches (a CUDA graph replays the same ones),
+    counted with the profiler and grouped by a short name."""
+    from collections import Counter
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine.types import Request, SamplingParams
+
+    prompt = list(range(1, context + 1))
+    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
+    while seq.needs_prefill:
+        engine.step()
+    engine.scheduler.ensure_room(seq, len(seq) + k)
+    feed = [seq.tokens[-1]] + prompt[:k - 1]
+    engine.runner.verify([(seq, feed)])
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        engine.runner.verify([(seq, feed)])
+        torch.cuda.synchronize()
+    engine.cancel(seq)
+    names = Counter(_kernel_kind(e.name) for e in prof.events() if e.device_type.name == "CUDA")
+    return dict(names.most_common())
+
+
+def _kernel_kind(name: str) -> str:
+    """A kernel's family: gemm, triton kernel name, or the first words of an ATen kernel."""
+    low = name.lower()
+    if "gemm" in low or "cutlass" in low or "sm90_xmma" in low or "cublas" in low:
+        return "gemm"
+    if low.startswith("memcpy") or low.startswith("memset"):
+        return name.split()[0]
+    if "<" in name:
+        name = name.split("<")[0]
+    return name.split("(")[0].split("::")[-1][:60]
 
 
 def hf_step_ms(hf, context: int, k: int, reps: int) -> float:
@@ -149,6 +187,7 @@ def main(argv=None) -> None:
     ap.add_argument("--attention", nargs="+", default=["auto"], choices=["auto", "triton", "ref"],
                     help="paged attention implementations to time (EngineConfig.attention)")
     ap.add_argument("--no-checks", action="store_true", help="skip the graph-versus-eager checks")
+    ap.add_argument("--kernels", action="store_true", help="CUDA: also count kernels per eager verify step")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
     args = ap.parse_args(argv)
@@ -163,7 +202,8 @@ def main(argv=None) -> None:
     weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
     floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
-    rows, results = [], {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
+    rows, kernel_rows = [], []
+    results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
     max_len = max(args.contexts) + 64
     variants = [(f"ours, CUDA graphs, {impl}", False, impl) for impl in args.attention]
     if not args.no_eager:
@@ -180,6 +220,10 @@ def main(argv=None) -> None:
                 ms = engine_step_ms(eng, ctx, k, args.reps)
                 rows.append([name, ctx, k, ms, ms / floor_ms, k / ms * 1000])
                 results["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
+        if args.kernels and cuda and eager:
+            counts = kernels_per_step(eng, args.contexts[0], 16)
+            kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
+            results.setdefault("kernels", {})[name] = counts
         del eng
         torch.cuda.empty_cache() if cuda else None
     if not args.no_hf:
@@ -194,6 +238,9 @@ def main(argv=None) -> None:
     print(header(f"Step time, {args.shape} shape, random weights, {dtype}"))
     print(f"weights {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at 4.3 TB/s; checks: {json.dumps(checks)}\n")
     print(table(["engine", "context", "K", "ms/step", "x floor", "tokens/s if all K accepted"], rows))
+    if kernel_rows:
+        print(f"\nKernels per eager verify step (K=16, context {args.contexts[0]}; a graph replays the same):\n")
+        print(table(["engine", "kernels", "most launched"], kernel_rows))
     save_json("step_time.json", results)
 
 

@@ -43,10 +43,13 @@ class _Graph:
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, pool=pool):
             self.hidden = model(self.input_ids, self.positions, self.meta, layers)
+            # [B * Tq] greedy tokens: a greedy verify step needs nothing else from the GPU.
+            self.tokens = model.greedy_tokens(self.hidden, runner.vocab_limit)
 
-    def replay(self, ids, positions, meta: AttentionMetadata, scratch_slot: int) -> torch.Tensor:
+    def replay(self, ids, positions, meta: AttentionMetadata, scratch_slot: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the graph on a batch of up to its B sequences; rows past the batch are idle
-        (token 0 at position 0, written to the scratch slot)."""
+        (token 0 at position 0, written to the scratch slot). Returns hidden states and greedy
+        tokens of the first T rows."""
         T, B = ids.numel(), meta.slot_tables.shape[0]
         self.input_ids[:T].copy_(ids)
         self.input_ids[T:].zero_()
@@ -59,7 +62,7 @@ class _Graph:
         self.meta.q_positions[:B].copy_(meta.q_positions)
         self.meta.q_positions[B:].zero_()
         self.graph.replay()
-        return self.hidden[:T]
+        return self.hidden[:T], self.tokens[:T]
 
 
 class GraphRunner:
@@ -88,8 +91,9 @@ class GraphRunner:
             1 <= len(feed) <= self.verify_tokens and not seq.needs_prefill for seq, feed in batch
         )
 
-    def run(self, batch) -> torch.Tensor:
-        """Hidden states [sum(len(feed)), hidden] for the real (unpadded) rows of `batch`."""
+    def run(self, batch) -> tuple[torch.Tensor, torch.Tensor, list[int] | None]:
+        """Hidden states [N, hidden] and greedy tokens [N] of the replayed rows, and which of them
+        are `batch`'s real (unpadded) rows, in order (None: the first sum(len(feed)) rows)."""
         Tq = 1 if all(len(f) == 1 for _, f in batch) else self.verify_tokens
         padded = [(seq, feed + [feed[-1]] * (Tq - len(feed))) for seq, feed in batch]
         need = max(seq.num_cached + Tq for seq, _ in batch)
@@ -99,8 +103,7 @@ class GraphRunner:
         if key not in self.graphs:
             self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.scratch_slot)
         ids, positions, meta = self.runner.prepare(padded, width=width)
-        hidden = self.graphs[key].replay(ids, positions, meta, self.scratch_slot)
+        hidden, tokens = self.graphs[key].replay(ids, positions, meta, self.scratch_slot)
         if Tq == 1 or all(len(f) == Tq for _, f in batch):
-            return hidden
-        keep = torch.cat([torch.arange(i * Tq, i * Tq + len(f)) for i, (_, f) in enumerate(batch)])
-        return hidden[keep.to(hidden.device)]
+            return hidden, tokens, None
+        return hidden, tokens, [i * Tq + j for i, (_, f) in enumerate(batch) for j in range(len(f))]

@@ -23,7 +23,7 @@ from engine.sampling import position_noise, target_probs
 from engine.sequence import Sequence, Status
 from engine.loader.registry import PRESETS
 from engine.spec.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
-from engine.spec.verify import parse_output, verify_coupled, verify_greedy, verify_sampled
+from engine.spec.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
 from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 from engine.tokenizer import IncrementalDecoder
 from engine.types import Event, Request, RequestError, check_prompt_length
@@ -190,10 +190,15 @@ class LLMEngine:
         if not batch:
             return
         t = time.perf_counter()
-        logits = self.runner.forward([(seq, feed) for _, seq, feed in batch], logits=True)  # [sum(len(feed)), V]
+        sampled = [not (seq.params.greedy and self.cfg.greedy_fast_path) for _, seq, _ in batch]
+        # One forward and one device-to-host copy for the whole batch; logits only for sampling.
+        greedy_rows, logits = self.runner.verify([(seq, feed) for _, seq, feed in batch], logits=any(sampled))
         start, accepted = 0, []
-        for _, seq, feed in batch:
-            accepted.append(self.accept(seq, logits[start : start + len(feed)], feed[1:]))
+        for (_, seq, feed), row, needs_probs in zip(batch, greedy_rows, sampled):
+            if needs_probs:
+                accepted.append(self.accept_sampled(seq, logits[start : start + len(feed)], feed[1:]))
+            else:
+                accepted.append(accept_greedy(row, feed[1:]))
             start += len(feed)
         self.step_cost.observe(start, time.perf_counter() - t)
         for (i, seq, feed), new in zip(batch, accepted):
@@ -237,12 +242,12 @@ class LLMEngine:
                           seq.params.max_tokens - seq.num_generated - 1,
                           self.cfg.max_model_len - len(seq) - 1))
 
-    def accept(self, seq: Sequence, logits: torch.Tensor, draft: list[int]) -> list[int]:
-        """Verify `draft` against target logits [len(draft)+1, V]; return the tokens to commit."""
+    def accept_sampled(self, seq: Sequence, logits: torch.Tensor, draft: list[int]) -> list[int]:
+        """Verify `draft` against target logits [len(draft)+1, V] by sampling (engine/spec/verify.py);
+        return the tokens to commit. Greedy requests take `accept_greedy` unless greedy_fast_path
+        is off."""
         draft_t = torch.tensor([draft], dtype=torch.long, device=logits.device).reshape(1, len(draft))
-        if seq.params.greedy and self.cfg.greedy_fast_path:
-            out = verify_greedy(logits[None], draft_t)
-        elif self.cfg.sampled_verify == "coupled":
+        if self.cfg.sampled_verify == "coupled":
             probs = target_probs(logits, seq.params)
             # Row j predicts the token at position len(seq) + j.
             noise = position_noise(seq.seed, len(seq), probs.shape[0], probs.shape[1], probs.device)

@@ -46,6 +46,9 @@ class ModelRunner:
         self.model.set_attention_impl(self.attention)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
+        # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its
+        # target has); None = the whole vocabulary. Set before any graph is captured.
+        self.vocab_limit: int | None = None
         self.graphs = None
         # int4 hands out its full-precision window on the host at each write, which a graph cannot replay.
         if self.device.type == "cuda" and not cfg.enforce_eager and cfg.kv_dtype != "int4":
@@ -96,17 +99,43 @@ class ModelRunner:
         return torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev), meta
 
     @torch.inference_mode()
-    def forward(self, batch: list[tuple[Sequence, list[int]]], logits: bool, last_only: bool = False) -> torch.Tensor | None:
-        """Run the model over `batch`, writing K/V; logits [sum(len(feed)), vocab] fp32 if asked,
-        or [len(batch), vocab] for each feed's last token with `last_only`."""
+    def forward(self, batch: list[tuple[Sequence, list[int]]], logits: bool) -> torch.Tensor | None:
+        """Run the model over `batch`, writing K/V; logits [sum(len(feed)), vocab] fp32 if asked."""
+        hidden, _, keep = self._run(batch)
+        return self.model.compute_logits(_rows(hidden, keep)) if logits else None
+
+    @torch.inference_mode()
+    def verify(self, batch: list[tuple[Sequence, list[int]]], logits: bool = False,
+               last_only: bool = False) -> tuple[list[list[int]], torch.Tensor | None]:
+        """Run the model over `batch`, writing K/V. Returns each sequence's greedy token after every
+        fed row (only after its last row with `last_only`), read back in one device-to-host copy,
+        and fp32 logits [sum(len(feed)), vocab] when `logits` (sampled requests need them).
+
+        On a CUDA graph the greedy tokens come out of the graph itself (lm_head and argmax are
+        captured), so a greedy step launches no kernel outside it."""
+        hidden, tokens, keep = self._run(batch)
+        out = None
+        if logits or tokens is None:
+            hidden, keep = _rows(hidden, keep), None
+            out = self.model.compute_logits(hidden)  # [T, V]
+            tokens = self.model.greedy_from_logits(out, self.vocab_limit)
+        flat = tokens.tolist()  # the step's one device-to-host copy
+        if keep is not None:
+            flat = [flat[i] for i in keep]
+        rows, start = [], 0
+        for _, feed in batch:
+            start += len(feed)
+            rows.append(flat[start - 1 : start] if last_only else flat[start - len(feed) : start])
+        return rows, out
+
+    def _run(self, batch) -> tuple[torch.Tensor, torch.Tensor | None, list[int] | None]:
+        """Hidden states and, from a CUDA graph, greedy tokens; `keep` lists the real rows when a
+        graph padded the batch (GraphRunner.run), else the rows are the first sum(len(feed))."""
         if self.graphs is not None and self.graphs.can_run(batch):
-            hidden = self.graphs.run(batch)
-        else:
-            ids, positions, meta = self.prepare(batch)
-            hidden = self.model(ids, positions, meta, self.kv.layers)
-        if not logits:
-            return None
-        if last_only:
-            ends = list(accumulate(len(feed) for _, feed in batch))
-            hidden = hidden[torch.tensor(ends, device=hidden.device) - 1]
-        return self.model.compute_logits(hidden)
+            return self.graphs.run(batch)
+        ids, positions, meta = self.prepare(batch)
+        return self.model(ids, positions, meta, self.kv.layers), None, None
+
+
+def _rows(x: torch.Tensor, keep: list[int] | None) -> torch.Tensor:
+    return x if keep is None else x[torch.tensor(keep, device=x.device)]

@@ -137,7 +137,20 @@ class CausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[N, hidden] -> [N, vocab] in fp32."""
+        return self._logits(hidden).float()
+
+    def greedy_tokens(self, hidden: torch.Tensor, vocab_limit: int | None = None) -> torch.Tensor:
+        """[N, hidden] -> [N] argmax token ids, from logits in the model dtype (the same argmax as
+        compute_logits': the fp32 copy is exact). Capturable in a CUDA graph."""
+        return self.greedy_from_logits(self._logits(hidden), vocab_limit)
+
+    @staticmethod
+    def greedy_from_logits(logits: torch.Tensor, vocab_limit: int | None = None) -> torch.Tensor:
+        """[N, vocab] -> [N] argmax over the first `vocab_limit` ids (all when None)."""
+        return (logits if vocab_limit is None else logits[:, :vocab_limit]).argmax(-1)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:  # [N, hidden] -> [N, vocab]
         head = self.embed_tokens if self.lm_head is None else self.lm_head
         if isinstance(head, Int8Table):
             return head.logits(hidden)
-        return (hidden @ head.weight.t()).float()
+        return hidden @ head.weight.t()

@@ -68,7 +68,7 @@ class DraftModel:
             raise ValueError(f"draft model {name!r} has another tokenizer than the target: a draft model "
                              "must share the target's tokenizer (qwen2.5-coder-0.5b drafts for qwen2.5-coder-1.5b)")
         # Only ids both models know may be proposed (a padded vocabulary may be larger).
-        self.vocab = min(self.runner.model_config.vocab_size, target_vocab)
+        self.runner.vocab_limit = min(self.runner.model_config.vocab_size, target_vocab)
         self.blocks = self.runner.kv.blocks
         self.states: dict[str, DraftSequence] = {}
         self.cost = StepCost()  # seconds per draft forward against the tokens it feeds
@@ -107,10 +107,11 @@ class DraftModel:
 
     def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool) -> torch.Tensor | None:
         t = time.perf_counter()
-        out = self.runner.forward(batch, logits=logits, last_only=True)
         tokens = None
         if logits:
-            tokens = out[:, : self.vocab].argmax(-1).tolist()
+            tokens = [row[0] for row in self.runner.verify(batch, last_only=True)[0]]
+        else:
+            self.runner.forward(batch, logits=False)
         self.cost.observe(sum(len(f) for _, f in batch), time.perf_counter() - t)
         for st, feed in batch:
             st.tokens.extend(feed)

@@ -19,6 +19,10 @@ len(draft) predicts the token after the whole draft.
 Output `[B, K]` int64: the accepted tokens, then exactly one recovered or bonus token, then
 PADDING. Each row commits between 1 (nothing accepted) and K tokens; `parse_output` strips the
 padding. Greedy output is token for token what plain greedy decoding would produce.
+
+The engine verifies greedy requests with `accept_greedy`, the same rule on the host over the argmax
+tokens the step already brought back (one small copy per step, not one per sequence); the tensor
+form stays the specification and the path of sampled requests.
 """
 
 from __future__ import annotations
@@ -61,6 +65,21 @@ def verify_greedy(logits: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
     num_accepted = accepted.long().cumprod(dim=1).sum(dim=1)  # [B]
     last = target.gather(1, num_accepted[:, None]).squeeze(1)  # [B] recovered or bonus
     return _assemble(draft, num_accepted, last)
+
+
+def accept_greedy(target: list[int], draft: list[int]) -> list[int]:
+    """Greedy verification on the host, the engine's fast path: `target` holds the argmax at each of
+    the block's len(draft) + 1 rows (one device-to-host copy per step brought them); returns the
+    tokens to commit, as `parse_output(verify_greedy(...))` would.
+
+    Example: draft [7, 8, 9], target [7, 8, 5, 2] -> [7, 8, 5]; target [7, 8, 9, 2] -> [7, 8, 9, 2].
+    """
+    if len(target) != len(draft) + 1:
+        raise ValueError(f"need one target token per draft token plus one, got {len(target)} for {len(draft)}")
+    n = 0
+    while n < len(draft) and draft[n] == target[n]:
+        n += 1
+    return list(draft[:n]) + [target[n]]
 
 
 def verify_sampled(probs: torch.Tensor, draft: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -7,7 +7,7 @@ from engine.sampling import sample, target_probs
 from engine.types import SamplingParams
 from engine.spec import verify
 from engine.spec.drafters import make_drafter
-from engine.spec.verify import PADDING, pad_drafts, parse_output, verify_greedy, verify_sampled
+from engine.spec.verify import PADDING, accept_greedy, pad_drafts, parse_output, verify_greedy, verify_sampled
 
 
 def logits_with_argmax(targets, vocab=10):
@@ -59,6 +59,22 @@ def test_token_after_padding_is_ignored():
     # A token after a pad never counts: acceptance stops at the first pad.
     out = verify_greedy(logits_with_argmax([[1, 2, 3, 4]]), draft([[1, PADDING, 3]]))
     assert out.tolist() == [[1, 2, -1, -1]]
+
+
+def test_host_greedy_commits_what_the_tensor_form_commits():
+    """accept_greedy (the engine's path: argmax rows on the host) == parse_output(verify_greedy)."""
+    g = torch.Generator().manual_seed(3)
+    for _ in range(300):
+        n = int(torch.randint(0, 8, (1,), generator=g))
+        target = torch.randint(0, 4, (n + 1,), generator=g).tolist()  # a small vocabulary: many matches
+        d = torch.randint(0, 4, (n,), generator=g).tolist()
+        expected = parse_output(verify_greedy(logits_with_argmax([target], vocab=4), draft([d]).reshape(1, n)))[0]
+        assert accept_greedy(target, d) == expected
+    assert accept_greedy([7, 8, 5, 2], [7, 8, 9]) == [7, 8, 5]
+    assert accept_greedy([7, 8, 9, 2], [7, 8, 9]) == [7, 8, 9, 2]
+    assert accept_greedy([4], []) == [4]
+    with pytest.raises(ValueError, match="one target token per draft token"):
+        accept_greedy([1, 2], [1, 2])
 
 
 def test_bad_shapes_are_refused():
