@@ -73,6 +73,7 @@ def main(argv=None) -> None:
         for mode in args.modes:
             drafter, k = MODES[mode]
             engine.scheduler.preemptions = 0
+            engine.reset_estimates()  # each mode learns its own step cost and acceptance
             r = run_level(engine, cases, n, drafter, k, args.max_tokens)
             results[f"{n}/{mode}"] = r
             rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"]])

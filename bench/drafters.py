@@ -29,7 +29,6 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.loader.registry import PRESETS
 from engine.rag import rag_request
-from engine.step_cost import StepCost
 from engine.types import Request, SamplingParams
 from prompts.apply import build_instruction_prompt
 
@@ -73,9 +72,7 @@ def run(engine: LLMEngine, prompts: list[tuple[str, Request]], drafter: str) -> 
     decode_s = ttft = 0.0
     hist: dict[int, int] = {}
     outputs = []
-    engine.step_cost = StepCost()  # each configuration starts cold: no estimate carried over
-    if engine.hybrid is not None:
-        engine.hybrid.reset()
+    engine.reset_estimates()  # each configuration starts cold: no estimate carried over
     for _, req in prompts:
         r = replace(req, drafter=drafter, verify_tokens=1 if drafter == "none" else None)
         ids = []

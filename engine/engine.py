@@ -88,6 +88,13 @@ class LLMEngine:
         return sum(r.graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len))
                    for r in runners if r.graphs)
 
+    def reset_estimates(self) -> None:
+        """Forget the measured step cost and the hybrid drafter's acceptance estimates (benches
+        that compare configurations on one engine start each one cold)."""
+        self.step_cost = StepCost()
+        if self.hybrid is not None:
+            self.hybrid.reset()
+
     def check_request(self, request: Request) -> None:
         """Raise RequestError if `request` can never run on this engine."""
         check_prompt_length(request.prompt_ids, self.cfg.max_model_len)

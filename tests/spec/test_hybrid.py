@@ -172,6 +172,26 @@ def test_concurrent_requests_of_mixed_drafters_and_the_draft_prefix_cache(engine
     assert engine.hybrid.model.blocks.hits - hits >= len(chat) // 16 - 1
 
 
+def test_a_full_draft_cache_falls_back_to_lookup(engine):
+    """With no room in the draft model's cache (its blocks held, as other sequences' caches would
+    hold them), a hybrid request whose model drafts otherwise drafts from lookup alone: plain
+    output, no model drafts, fewer steps than tokens."""
+    ids = engine.tokenizer.encode_chat(CHAT)
+    params = SamplingParams(max_tokens=48)
+    plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
+    # Lookup quotes a prediction of the answer that goes wrong at token 12; the model drafts past it.
+    request = Request(ids, params, sources={"prediction": plain[:12] + [plain[12] ^ 1] + plain[13:]}, drafter="hybrid")
+    out, stats = generate(engine, request)
+    assert out == plain and stats.model_drafted > 0
+    blocks = engine.hybrid.model.blocks
+    held = blocks.allocate(blocks.num_free - 2)
+    try:
+        out, stats = generate(engine, request)
+    finally:
+        blocks.release(held)
+    assert out == plain and stats.model_drafted == 0 and 0 < stats.accepted and stats.steps < len(plain)
+
+
 def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
     plain = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=1024, max_num_seqs=2))
     assert plain.hybrid is None

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One lease of the GPU machine, many figures: the model parts travel one call each (64 MiB a call,
+# ../shared/device/README.md) while jobs that need no model, or a model already there, run in the
+# background. The machine is given back 30 s after a call, so the calls follow each other closely;
+# a job outlives its call (setsid) and jobs run one at a time (flock), in the order queued.
+#
+#   bench/device_session.sh start COMMIT     install the carried wheels (.whl/), snapshot this checkout
+#   bench/device_session.sh part DIR NAME    keep a carried part folder (.devmodel05/p3) under /root/parts/NAME
+#   bench/device_session.sh queue JOB...     run jobs in the background, after those queued before
+#   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
+#
+# Jobs (logs and JSON in /root/results): kernels, step05, step15, step7, pull05, spec60, kl, needle,
+# pull15, drafters, drafters60, concurrency, draft_tokens. bench/device_run.sh is the one-call form of the same.
+set -u
+ROOT=${DEVICE_ROOT:-/root}
+SRC=$ROOT/src RES=$ROOT/results LOCK=$ROOT/gpu.lock
+OUT=${OUT:-/tmp/out}
+
+setup_env() {
+  export PYTHONPATH=$ROOT/site:$SRC EDITAPPLY_HOME=$ROOT/eahome PYTHONUNBUFFERED=1
+  export EDITAPPLY_COMMIT=$(cat $ROOT/commit 2>/dev/null || echo unknown) OUT=$RES
+}
+
+pull() {  # pull NAME PARTS: assemble the parts and install the preset from them
+  cat $ROOT/parts/$2/part-* > $ROOT/$2.gguf && python3 -m engine.cli pull "$1" --gguf $ROOT/$2.gguf && rm $ROOT/$2.gguf
+}
+
+job() {
+  setup_env
+  cd $SRC || exit 1
+  local t=timeout
+  case $1 in
+    kernels) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
+    step05) $t 420 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 1024 4096 16384 --no-hf --kernels --int8-head off on ;;
+    step15) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --contexts 1024 4096 16384 --no-hf --no-eager --no-checks --int8-head off on ;;
+    step7) $t 420 python3 -m bench.step_time --shape qwen2.5-coder-7b --contexts 1024 4096 16384 --no-hf --no-eager --no-checks ;;
+    pull05) pull qwen2.5-coder-0.5b q05 ;;
+    pull15) pull qwen2.5-coder-1.5b q15 ;;
+    spec60)
+      $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60 \
+        --configs "lookup K=16 +prediction" "ngram-earliest K=16" "pld K=16"
+      $t 200 python3 -m bench.spec_decode --limit 8 --no-hf --no-vllm --plot $RES/spec8 --configs plain "lookup K=16 +prediction" ;;
+    kl) $t 240 python3 -m bench.rag --kl-only ;;
+    needle) $t 420 python3 -m bench.needle ;;
+    drafters) $t 480 python3 -m bench.drafters --limit 8 --max-tokens 256 ;;
+    drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup hybrid ;;
+    concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 512 \
+      --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
+    draft_tokens)
+      for d in 3 7; do EDITAPPLY_DRAFT_TOKENS=$d $t 200 python3 -m bench.drafters --limit 8 --max-tokens 256 \
+        --workloads instruction rag chat --drafters hybrid; done ;;
+    *) echo "unknown job $1"; return 2 ;;
+  esac
+}
+
+case ${1:-} in
+  start)
+    mkdir -p $ROOT/parts $RES && echo "${2:-unknown}" > $ROOT/commit
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $ROOT/site .whl/*.whl || exit 1
+    rm -rf $SRC && mkdir -p $SRC && tar -cf - engine kernels prompts bench tests pyproject.toml | tar -xf - -C $SRC
+    echo "snapshot: $(du -sh $SRC | cut -f1)"
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader ;;
+  part)
+    mkdir -p $ROOT/parts/$3 && cp "$2"/part-* $ROOT/parts/$3/ && ls $ROOT/parts/$3 | tr '\n' ' ' ;;
+  queue)
+    shift
+    setsid nohup bash -c "for j in $*; do flock $LOCK bash $SRC/bench/device_session.sh _job \$j; done" \
+      > /dev/null 2>&1 < /dev/null &
+    echo "queued: $*" ;;
+  _job)
+    echo "start $(date +%T)" >> $RES/$2.log
+    job "$2" >> $RES/$2.log 2>&1
+    echo "$2: exit $? at $(date +%T)" | tee -a $RES/$2.log >> $RES/done.log ;;
+  collect)
+    for _ in $(seq ${2:-0}); do flock -n $LOCK true && ! pgrep -f "device_session.sh _job" > /dev/null && break; sleep 1; done
+    mkdir -p "$OUT" && tar -czf "$OUT/results.tar.gz" -C $RES . && cat $RES/done.log 2>/dev/null
+    pgrep -af "device_session.sh _job" | head -3 ;;
+  *) sed -n 2,14p "$0"; exit 2 ;;
+esac
