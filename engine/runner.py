@@ -43,7 +43,7 @@ class ModelRunner:
                           self.device, kv_dtype=cfg.kv_dtype, salt=f"{self.folder.resolve()}|{self.dtype}",
                           enable_prefix_caching=cfg.enable_prefix_caching, window_blocks=self._window_blocks())
         self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim, cfg.kv_dtype)
-        self.model.set_attention_impl(self.attention)
+        self.model.set_kernel_impl(self.attention)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
         # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its

@@ -5,30 +5,36 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from kernels.fused_ops import add_rms_norm, silu_and_mul
 
 
 class RMSNorm(nn.Module):
+    """weight * rmsnorm(x). Called with the residual stream as well, it is vLLM's fused form: adds x
+    to the stream first and returns (normed, new stream). The arithmetic is kernels/fused_ops's
+    (normalize in fp32, cast back before the weight, as the reference implementations do)."""
+
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.impl = "ref"  # or "triton"; CausalLM.set_kernel_impl
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalize in fp32, then cast back before the weight, as the reference implementations do.
-        dtype = x.dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(dtype)
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        out, residual_out = add_rms_norm(x, residual, self.weight, self.eps, self.impl)
+        return out if residual is None else (out, residual_out)
 
 
 class SiluAndMul(nn.Module):
     """SwiGLU activation on a fused [gate | up] projection: silu(gate) * up."""
 
+    def __init__(self):
+        super().__init__()
+        self.impl = "ref"  # or "triton"; CausalLM.set_kernel_impl
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = x.chunk(2, dim=-1)
-        return F.silu(gate) * up
+        return silu_and_mul(x, self.impl)
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict) -> tuple[torch.Tensor, float]:
@@ -105,15 +111,6 @@ class RotaryEmbedding(nn.Module):
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         # [T, 1, head_dim] each, broadcast over heads
         return self.cos[positions, None].to(dtype), self.sin[positions, None].to(dtype)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    return x * cos + rotate_half(x) * sin
 
 
 class Int8Table(nn.Module):

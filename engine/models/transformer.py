@@ -4,7 +4,8 @@ Written for an engine that owns its KV cache: `forward` takes a flat batch of to
 absolute positions and an `AttentionMetadata` that says where each token's K/V goes (its cache
 slot) and which slots each sequence attends to. It returns hidden states; `compute_logits` turns
 only the rows the caller asks for (the last prompt token, or every row of a verify block) into
-logits. Projections are fused (q|k|v and gate|up) so a step launches fewer kernels.
+logits. Projections are fused (q|k|v and gate|up), and each residual add rides in the next norm
+(kernels/fused_ops), so a step launches fewer kernels.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from engine.models.layers import (
     RMSNorm,
     RotaryEmbedding,
     SiluAndMul,
-    apply_rope,
 )
+from kernels.fused_ops import rotary
 from kernels.paged_attention import paged_attention
 
 
@@ -60,7 +61,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
-        self.attention_impl = "ref"  # or "triton"; CausalLM.set_attention_impl
+        self.impl = "ref"  # or "triton", for attention and RoPE; CausalLM.set_kernel_impl
 
     def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
         T = x.shape[0]
@@ -70,11 +71,11 @@ class Attention(nn.Module):
         v = v.view(T, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = rotary(q, k, cos, sin, self.impl)  # one launch for both on triton
         kv.write(meta.slot_mapping, k, v)
         out = paged_attention(
             q, kv, meta.slot_tables, meta.q_positions, meta.query_lens, meta.context_lens, self.scale,
-            self.sliding_window, query_starts=meta.query_starts, impl=self.attention_impl,
+            self.sliding_window, query_starts=meta.query_starts, impl=self.impl,
         )  # [T, H, D]
         return self.o_proj(out.reshape(T, self.q_size))
 
@@ -98,9 +99,17 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, cos, sin, meta, kv) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, meta, kv)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, residual, cos, sin, meta, kv) -> tuple[torch.Tensor, torch.Tensor]:
+        """vLLM's residual passing: x is the previous layer's MLP output (the embeddings for the first
+        layer, whose residual is None) and residual the stream it adds to. Each add happens inside the
+        next norm (fused add + RMSNorm); returns (this layer's MLP output, the stream before it)."""
+        if residual is None:
+            x, residual = self.input_layernorm(x), x
+        else:
+            x, residual = self.input_layernorm(x, residual)
+        x = self.self_attn(x, cos, sin, meta, kv)
+        x, residual = self.post_attention_layernorm(x, residual)
+        return self.mlp(x), residual
 
 
 class CausalLM(nn.Module):
@@ -115,10 +124,12 @@ class CausalLM(nn.Module):
         )
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
 
-    def set_attention_impl(self, impl: str) -> None:
-        """"ref" or "triton" (kernels/paged_attention.resolve_impl), the same for every layer."""
-        for layer in self.layers:
-            layer.self_attn.attention_impl = impl
+    def set_kernel_impl(self, impl: str) -> None:
+        """"ref" or "triton" (kernels/paged_attention.resolve_impl) for the attention and the fused
+        small ops (kernels/fused_ops: norms, SiLU-and-mul, RoPE), the same for every layer."""
+        for module in self.modules():
+            if isinstance(module, (Attention, RMSNorm, SiluAndMul)):
+                module.impl = impl
 
     def quantize_head(self, impl: str) -> None:
         """Store embed_tokens and lm_head as int8 tables (per-row scales; tied models share one).
@@ -129,11 +140,12 @@ class CausalLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, kv_caches) -> torch.Tensor:
         """input_ids, positions: [T] -> hidden states [T, hidden] (final norm applied)."""
-        x = self.embed_tokens(input_ids)
+        x, residual = self.embed_tokens(input_ids), None
         cos, sin = self.rotary(positions, x.dtype)
         for layer, kv in zip(self.layers, kv_caches):
-            x = layer(x, cos, sin, meta, kv)
-        return self.norm(x)
+            x, residual = layer(x, residual, cos, sin, meta, kv)
+        x, _ = self.norm(x, residual)
+        return x
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[N, hidden] -> [N, vocab] in fp32."""
