@@ -32,19 +32,18 @@ job() {
   case $1 in
     kernels) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
     step05) $t 420 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 1024 4096 16384 --no-hf --kernels --int8-head off on ;;
-    step15) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --contexts 1024 4096 16384 --no-hf --no-eager --no-checks --int8-head off on ;;
-    step7) $t 420 python3 -m bench.step_time --shape qwen2.5-coder-7b --contexts 1024 4096 16384 --no-hf --no-eager --no-checks ;;
+    step15) $t 240 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --contexts 4096 --no-hf --no-eager --no-checks --int8-head off on ;;
+    step7) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-7b --contexts 4096 --no-hf --no-eager --no-checks ;;
     pull05) pull qwen2.5-coder-0.5b q05 ;;
     pull15) pull qwen2.5-coder-1.5b q15 ;;
     spec60)
-      $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60 \
-        --configs "lookup K=16 +prediction" "ngram-earliest K=16" "pld K=16"
-      $t 200 python3 -m bench.spec_decode --limit 8 --no-hf --no-vllm --plot $RES/spec8 --configs plain "lookup K=16 +prediction" ;;
+      $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60 --configs "lookup K=16 +prediction"
+      $t 240 python3 -m bench.spec_decode --limit 8 --no-hf --no-vllm --plot $RES/spec8 ;;
     kl) $t 240 python3 -m bench.rag --kl-only ;;
-    needle) $t 420 python3 -m bench.needle ;;
+    needle) $t 300 python3 -m bench.needle ;;
     drafters) $t 480 python3 -m bench.drafters --limit 8 --max-tokens 256 ;;
     drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup hybrid ;;
-    concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 512 \
+    concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     draft_tokens)
       for d in 3 7; do EDITAPPLY_DRAFT_TOKENS=$d $t 200 python3 -m bench.drafters --limit 8 --max-tokens 256 \
