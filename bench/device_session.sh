@@ -4,16 +4,17 @@
 # background. The machine is given back 30 s after a call, so the calls follow each other closely;
 # a job outlives its call (setsid) and jobs run one at a time (flock), in the order queued.
 #
-#   bench/device_session.sh start COMMIT     install the carried wheels (.whl/), snapshot this checkout
+#   bench/device_session.sh start COMMIT     install the carried wheels (.whl/)
 #   bench/device_session.sh part DIR NAME    keep a carried part folder (.devmodel05/p3) under /root/parts/NAME
-#   bench/device_session.sh queue JOB...     run jobs in the background, after those queued before
+#   bench/device_session.sh queue JOB...     run jobs in the background, after those queued before, on a
+#                                            snapshot of this call's checkout (later calls may change it)
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, step05, step15, step7, pull05, spec60, kl, needle,
 # pull15, drafters, drafters60, concurrency, draft_tokens. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
-SRC=$ROOT/src RES=$ROOT/results LOCK=$ROOT/gpu.lock
+SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
 OUT=${OUT:-/tmp/out}
 
 setup_env() {
@@ -56,14 +57,13 @@ case ${1:-} in
   start)
     mkdir -p $ROOT/parts $RES && echo "${2:-unknown}" > $ROOT/commit
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $ROOT/site .whl/*.whl || exit 1
-    rm -rf $SRC && mkdir -p $SRC && tar -cf - engine kernels prompts bench tests pyproject.toml | tar -xf - -C $SRC
-    echo "snapshot: $(du -sh $SRC | cut -f1)"
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader ;;
   part)
     mkdir -p $ROOT/parts/$3 && cp "$2"/part-* $ROOT/parts/$3/ && ls $ROOT/parts/$3 | tr '\n' ' ' ;;
   queue)
     shift
-    setsid nohup bash -c "for j in $*; do flock $LOCK bash $SRC/bench/device_session.sh _job \$j; done" \
+    src=$ROOT/src-$(date +%s) && mkdir -p $src && tar -cf - engine kernels prompts bench tests pyproject.toml | tar -xf - -C $src
+    setsid nohup bash -c "for j in $*; do flock $LOCK env SRC=$src bash $src/bench/device_session.sh _job \$j; done" \
       > /dev/null 2>&1 < /dev/null &
     echo "queued: $*" ;;
   _job)
