@@ -22,7 +22,7 @@ from engine.models.layers import (
     RotaryEmbedding,
     SiluAndMul,
 )
-from kernels.fused_ops import rotary
+from kernels.fused_ops import rotary, rotary_to_cache
 from kernels.paged_attention import paged_attention
 
 
@@ -71,8 +71,11 @@ class Attention(nn.Module):
         v = v.view(T, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotary(q, k, cos, sin, self.impl)  # one launch for both on triton
-        kv.write(meta.slot_mapping, k, v)
+        if kv.format == "plain":  # rope and the cache write in one launch on triton
+            q = rotary_to_cache(q, k, v, cos, sin, kv.k, kv.v, meta.slot_mapping, self.impl)
+        else:  # quantized caches quantize on write
+            q, k = rotary(q, k, cos, sin, self.impl)
+            kv.write(meta.slot_mapping, k, v)
         out = paged_attention(
             q, kv, meta.slot_tables, meta.q_positions, meta.query_lens, meta.context_lens, self.scale,
             self.sliding_window, query_starts=meta.query_starts, impl=self.impl,

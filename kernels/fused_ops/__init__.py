@@ -1,4 +1,5 @@
-"""Fused small ops of a decoder layer: residual add + RMSNorm, SiLU-and-mul, RoPE on q and k.
+"""Fused small ops of a decoder layer: residual add + RMSNorm, SiLU-and-mul, RoPE on q and k (with
+the KV-cache write, for a plain cache).
 
 Each has two implementations behind one signature: `ref` (ref.py, the spec and the model's own
 arithmetic; the CPU path) and `triton` (fused.py: one launch per op; the CUDA path). The model
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.fused_ops.ref import add_rms_norm_ref, apply_rope_ref, rotary_ref, silu_and_mul_ref
+from kernels.fused_ops.ref import add_rms_norm_ref, apply_rope_ref, rotary_ref, rotary_to_cache_ref, silu_and_mul_ref
 
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
@@ -42,5 +43,15 @@ def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tenso
     return rotary_ref(q, k, cos, sin)
 
 
-__all__ = ["add_rms_norm", "add_rms_norm_ref", "apply_rope_ref", "rotary", "rotary_ref", "silu_and_mul",
-           "silu_and_mul_ref"]
+def rotary_to_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                    k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor, impl: str = "ref") -> torch.Tensor:
+    """RoPE on q and k with k and v written to a plain KV cache's rows `slots`; returns rope(q)."""
+    if impl == "triton":
+        from kernels.fused_ops.fused import rotary_to_cache_triton
+
+        return rotary_to_cache_triton(q, k, v, cos, sin, k_cache, v_cache, slots)
+    return rotary_to_cache_ref(q, k, v, cos, sin, k_cache, v_cache, slots)
+
+
+__all__ = ["add_rms_norm", "add_rms_norm_ref", "apply_rope_ref", "rotary", "rotary_ref", "rotary_to_cache",
+           "rotary_to_cache_ref", "silu_and_mul", "silu_and_mul_ref"]

@@ -148,3 +148,55 @@ def rotary_triton(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
         BLOCK_HALF=triton.next_power_of_2(D // 2),
     )
     return q_out, k_out
+
+
+@triton.jit
+def _rotary_to_cache_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, slot_ptr, q_out_ptr, k_cache_ptr, v_cache_ptr,
+                            H, HKV, HALF, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                            stride_cs, stride_qot, stride_qoh, stride_ct, stride_ch,
+                            BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    """One token: rope(q) to q_out, rope(k) and v straight into the cache rows of its slot."""
+    t = tl.program_id(0).to(tl.int64)
+    slot = tl.load(slot_ptr + t).to(tl.int64)
+    cols = tl.arange(0, BLOCK_HALF)[None, :]
+    mask = cols < HALF
+    c1 = tl.load(cos_ptr + t * stride_cs + cols, mask=mask, other=0.0).to(tl.float32)
+    c2 = tl.load(cos_ptr + t * stride_cs + HALF + cols, mask=mask, other=0.0).to(tl.float32)
+    s1 = tl.load(sin_ptr + t * stride_cs + cols, mask=mask, other=0.0).to(tl.float32)
+    s2 = tl.load(sin_ptr + t * stride_cs + HALF + cols, mask=mask, other=0.0).to(tl.float32)
+    _rope_heads(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, c1, c2, s1, s2, H, stride_qh, stride_qoh,
+                HALF, BLOCK_H, BLOCK_HALF)
+    _rope_heads(k_ptr + t * stride_kt, k_cache_ptr + slot * stride_ct, c1, c2, s1, s2, HKV, stride_kh, stride_ch,
+                HALF, BLOCK_HKV, BLOCK_HALF)
+    heads = tl.arange(0, BLOCK_HKV)[:, None]
+    vcols = tl.arange(0, 2 * BLOCK_HALF)[None, :]
+    vmask = (heads < HKV) & (vcols < 2 * HALF)
+    row = tl.load(v_ptr + t * stride_vt + heads * stride_vh + vcols, mask=vmask, other=0.0)
+    tl.store(v_cache_ptr + slot * stride_ct + heads * stride_ch + vcols, row.to(v_cache_ptr.dtype.element_ty), mask=vmask)
+
+
+def rotary_to_cache_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                           k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """q [T, H, D], k/v [T, Hkv, D], cos/sin [T, 1, D], caches [num_slots, Hkv, D] (contiguous, one
+    dtype), slots [T] int64 -> rope(q) [T, H, D]; rope(k) and v land in the caches' rows `slots`.
+    The rope's bf16 rounding is rotary_triton's; the cache store casts to the cache dtype."""
+    T, H, D = q.shape
+    Hkv = k.shape[1]
+    assert D % 2 == 0 and k.shape == v.shape == (T, Hkv, D), (q.shape, k.shape, v.shape)
+    assert q.dtype in DTYPES and k.dtype == v.dtype == cos.dtype == sin.dtype == q.dtype, (q.dtype, k.dtype, cos.dtype)
+    assert q.stride(2) == 1 and k.stride(2) == 1 and v.stride(2) == 1, (q.stride(), k.stride(), v.stride())
+    assert cos.shape == sin.shape == (T, 1, D) and cos.is_contiguous() and sin.is_contiguous(), (cos.shape, sin.shape)
+    assert k_cache.shape[1:] == (Hkv, D) and v_cache.shape == k_cache.shape, (k_cache.shape, v_cache.shape)
+    assert k_cache.is_contiguous() and v_cache.is_contiguous() and k_cache.dtype == v_cache.dtype, k_cache.dtype
+    assert slots.shape == (T,) and slots.dtype == torch.int64, (slots.shape, slots.dtype)
+    q_out = torch.empty(T, H, D, dtype=q.dtype, device=q.device)
+    _rotary_to_cache_kernel[(T,)](
+        q_ptr=q, k_ptr=k, v_ptr=v, cos_ptr=cos, sin_ptr=sin, slot_ptr=slots, q_out_ptr=q_out,
+        k_cache_ptr=k_cache, v_cache_ptr=v_cache, H=H, HKV=Hkv, HALF=D // 2,
+        stride_qt=q.stride(0), stride_qh=q.stride(1), stride_kt=k.stride(0), stride_kh=k.stride(1),
+        stride_vt=v.stride(0), stride_vh=v.stride(1), stride_cs=cos.stride(0),
+        stride_qot=q_out.stride(0), stride_qoh=q_out.stride(1), stride_ct=k_cache.stride(0), stride_ch=k_cache.stride(1),
+        BLOCK_H=triton.next_power_of_2(H), BLOCK_HKV=triton.next_power_of_2(Hkv),
+        BLOCK_HALF=triton.next_power_of_2(D // 2),
+    )
+    return q_out

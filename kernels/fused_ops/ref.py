@@ -46,3 +46,13 @@ def apply_rope_ref(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
 def rotary_ref(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE on q [T, H, D] and k [T, Hkv, D] at the same positions (cos/sin [T, 1, D])."""
     return apply_rope_ref(q, cos, sin), apply_rope_ref(k, cos, sin)
+
+
+def rotary_to_cache_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                        k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """RoPE on q and k, then k and v written to their cache rows: k_cache[slots[t]] = rope(k[t]),
+    v_cache[slots[t]] = v[t] (caches [num_slots, Hkv, D], cast to the cache dtype). Returns rope(q)."""
+    q, k = rotary_ref(q, k, cos, sin)
+    k_cache.index_copy_(0, slots, k.to(k_cache.dtype))
+    v_cache.index_copy_(0, slots, v.to(v_cache.dtype))
+    return q

@@ -10,8 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.fused_ops import add_rms_norm, add_rms_norm_ref, rotary, rotary_ref, silu_and_mul, silu_and_mul_ref
-from kernels.fused_ops.fused import add_rms_norm_triton, rotary_triton, silu_and_mul_triton
+from kernels.fused_ops import (add_rms_norm, add_rms_norm_ref, rotary, rotary_ref, rotary_to_cache, rotary_to_cache_ref,
+                               silu_and_mul, silu_and_mul_ref)
+from kernels.fused_ops.fused import add_rms_norm_triton, rotary_to_cache_triton, rotary_triton, silu_and_mul_triton
 from tests.kernels.test_paged_attention import nan_buffers
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -110,6 +111,34 @@ def test_rotary(T, heads, dtype):
         out_q, out_k = rotary_triton(q, k, cos, sin)
     assert_close(out_q, ref_q, dtype)
     assert_close(out_k, ref_k, dtype)
+
+
+@pytest.mark.parametrize("T,heads,dtype,cache_dtype", [(1, (14, 2, 64), FP32, FP32), (7, (9, 3, 72), BF16, BF16),
+                                                       (63, (4, 4, 128), FP32, BF16), (16, (14, 2, 64), BF16, BF16)])
+def test_rotary_to_cache(T, heads, dtype, cache_dtype):
+    """rope(k) and v land in the cache rows of their slots (in any order, other rows untouched), in
+    the cache's dtype; q comes back rotated."""
+    H, Hkv, D = heads
+    qkv = randn(T, (H + 2 * Hkv) * D, dtype=dtype, seed=T + D)
+    q = qkv[:, : H * D].view(T, H, D)
+    k = qkv[:, H * D: (H + Hkv) * D].view(T, Hkv, D)
+    v = qkv[:, (H + Hkv) * D:].view(T, Hkv, D)
+    angles = torch.rand(T, 1, D // 2, generator=torch.Generator().manual_seed(H)) * 100
+    angles = torch.cat((angles, angles), dim=-1)
+    cos, sin = angles.cos().to(dtype).to(DEVICE), angles.sin().to(dtype).to(DEVICE)
+    slots = torch.randperm(3 * T, generator=torch.Generator().manual_seed(T))[:T].to(DEVICE)
+    caches = {impl: [torch.full((3 * T, Hkv, D), float("nan"), dtype=cache_dtype, device=DEVICE) for _ in range(2)]
+              for impl in ("ref", "triton")}
+    ref_q = rotary_to_cache_ref(q, k, v, cos, sin, *caches["ref"], slots)
+    with nan_buffers():
+        out_q = rotary_to_cache_triton(q, k, v, cos, sin, *caches["triton"], slots)
+    assert_close(out_q, ref_q, dtype)
+    for ref_cache, out_cache in zip(caches["ref"], caches["triton"]):
+        assert_close(out_cache[slots], ref_cache[slots], dtype if cache_dtype == dtype else cache_dtype)
+        others = torch.ones(3 * T, dtype=torch.bool, device=DEVICE)
+        others[slots] = False
+        assert out_cache[others].isnan().all()  # rows of other slots untouched
+    assert torch.equal(rotary_to_cache(q, k, v, cos, sin, *caches["ref"], slots, "ref"), ref_q)
 
 
 def test_reference_is_the_unfused_arithmetic():
