@@ -202,6 +202,7 @@ def main(argv=None) -> None:
     weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
     floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
+    print(f"checks: {json.dumps(checks)}", flush=True)
     rows, kernel_rows = [], []
     results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
     max_len = max(args.contexts) + 64

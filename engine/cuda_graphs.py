@@ -7,7 +7,9 @@ each fed exactly `Tq` tokens (Tq = 1 for plain decode, K for verify blocks; a
 shorter draft is padded with copies of its last token, whose K/V land in rejected-tail positions
 that are overwritten later anyway), and a slot-table width rounded up to a multiple of
 WIDTH_STEP (attention reads the whole width, so coarser buckets cost real time). One graph
-per (B, Tq, width) is captured lazily on first use and shares one memory pool with the others.
+per (B, Tq, width) is captured lazily on first use and shares one memory pool with the others,
+and one input buffer: a replay stages the step's inputs in pinned host memory and copies them
+over at once (`_Inputs`), so a greedy verify step is one copy in, the graph, one copy out.
 """
 
 from __future__ import annotations
@@ -20,20 +22,18 @@ WIDTH_STEP = 512
 
 
 class _Graph:
-    def __init__(self, runner, B: int, Tq: int, width: int, pool, scratch_slot: int):
+    def __init__(self, runner, B: int, Tq: int, width: int, pool, inputs: "_Inputs"):
         dev, model = runner.device, runner.model
-        self.input_ids = torch.zeros(B * Tq, dtype=torch.long, device=dev)
-        self.positions = torch.zeros(B * Tq, dtype=torch.long, device=dev)
-        self.meta = AttentionMetadata(
-            slot_mapping=torch.zeros(B * Tq, dtype=torch.long, device=dev),
-            slot_tables=torch.zeros(B, width, dtype=torch.long, device=dev),
-            q_positions=torch.zeros(B, Tq, dtype=torch.long, device=dev),
-            query_lens=[Tq] * B,
-            context_lens=[width] * B,
-        )
+        self.B, self.Tq, self.width = B, Tq, width
+        self.input_ids, self.positions, slot_mapping, slot_tables, q_positions = inputs.views(B, Tq, width, dev)
+        self.meta = AttentionMetadata(slot_mapping=slot_mapping, slot_tables=slot_tables, q_positions=q_positions,
+                                      query_lens=[Tq] * B, context_lens=[width] * B)
         layers = runner.kv.layers
-        # Capture-time writes go to a reserved block, never to a live sequence's slots.
-        self.meta.slot_mapping.fill_(scratch_slot)
+        # The shared buffer holds another graph's last inputs: start from token 0 at position 0,
+        # and capture-time writes go to a reserved block, never to a live sequence's slots.
+        for view in (self.input_ids, self.positions, self.meta.slot_tables, self.meta.q_positions):
+            view.zero_()
+        self.meta.slot_mapping.fill_(inputs.scratch_slot)
         # Warm up on a side stream (allocator and library handles), then capture.
         stream = torch.cuda.Stream(dev)
         stream.wait_stream(torch.cuda.current_stream(dev))
@@ -46,23 +46,43 @@ class _Graph:
             # [B * Tq] greedy tokens: a greedy verify step needs nothing else from the GPU.
             self.tokens = model.greedy_tokens(self.hidden, runner.vocab_limit)
 
-    def replay(self, ids, positions, meta: AttentionMetadata, scratch_slot: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the graph on a batch of up to its B sequences; rows past the batch are idle
-        (token 0 at position 0, written to the scratch slot). Returns hidden states and greedy
-        tokens of the first T rows."""
-        T, B = ids.numel(), meta.slot_tables.shape[0]
-        self.input_ids[:T].copy_(ids)
-        self.input_ids[T:].zero_()
-        self.positions[:T].copy_(positions)
-        self.positions[T:].zero_()
-        self.meta.slot_mapping[:T].copy_(meta.slot_mapping)
-        self.meta.slot_mapping[T:].fill_(scratch_slot)
-        self.meta.slot_tables[:B].copy_(meta.slot_tables)
-        self.meta.slot_tables[B:].zero_()
-        self.meta.q_positions[:B].copy_(meta.q_positions)
-        self.meta.q_positions[B:].zero_()
-        self.graph.replay()
-        return self.hidden[:T], self.tokens[:T]
+
+class _Inputs:
+    """Every graph's inputs (ids, positions, slot mapping, slot tables, query positions) live in one
+    int64 device buffer, staged in one pinned host buffer: a replay is one host-to-device copy
+    and no other kernel. Graphs replay one at a time, so they share both buffers; each lays its
+    inputs out from the start."""
+
+    def __init__(self, max_batch: int, max_tq: int, max_width: int, device, scratch_slot: int):
+        size = max_batch * (4 * max_tq + max_width)
+        self.device_buf = torch.zeros(size, dtype=torch.long, device=device)
+        self.host_buf = torch.zeros(size, dtype=torch.long, pin_memory=True)
+        self.copied = torch.cuda.Event()
+        self.scratch_slot = scratch_slot
+
+    @staticmethod
+    def _split(buf: torch.Tensor, B: int, Tq: int, width: int):
+        n = B * Tq
+        ids, pos, slots, tables, q_pos = buf[: 4 * n + B * width].split([n, n, n, B * width, n])
+        return ids, pos, slots, tables.view(B, width), q_pos.view(B, Tq)
+
+    def views(self, B: int, Tq: int, width: int, device):
+        return self._split(self.device_buf, B, Tq, width)
+
+    def stage(self, graph: _Graph, ids, positions, meta: AttentionMetadata) -> None:
+        """Lay out a batch of up to B sequences (host tensors) for `graph` and copy it over; rows
+        past the batch are idle (token 0 at position 0, written to the scratch slot)."""
+        self.copied.synchronize()  # the last copy has read the host buffer
+        T, b = ids.numel(), meta.slot_tables.shape[0]
+        h_ids, h_pos, h_slots, h_tables, h_qpos = self._split(self.host_buf, graph.B, graph.Tq, graph.width)
+        h_ids[:T], h_pos[:T], h_slots[:T] = ids, positions, meta.slot_mapping
+        h_ids[T:], h_pos[T:] = 0, 0
+        h_slots[T:] = self.scratch_slot
+        h_tables[:b], h_qpos[:b] = meta.slot_tables, meta.q_positions
+        h_tables[b:], h_qpos[b:] = 0, 0
+        n = 4 * graph.B * graph.Tq + graph.B * graph.width
+        self.device_buf[:n].copy_(self.host_buf[:n], non_blocking=True)
+        self.copied.record()
 
 
 class GraphRunner:
@@ -72,7 +92,9 @@ class GraphRunner:
         self.verify_tokens = runner.cfg.verify_tokens
         self.graphs: dict[tuple[int, int, int], _Graph] = {}
         self.pool = torch.cuda.graph_pool_handle()
-        self.scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
+        scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
+        max_width = -(-(runner.cfg.max_model_len + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP
+        self.inputs = _Inputs(self.max_batch, self.verify_tokens, max_width, runner.device, scratch_slot)
 
     def capture(self, batch_sizes: list[int], max_context: int) -> int:
         """Capture every graph that steps of these batch sizes up to `max_context` will need, so
@@ -82,7 +104,7 @@ class GraphRunner:
             for tq in sorted({1, self.verify_tokens}):
                 for width in widths:
                     if (b, tq, width) not in self.graphs:
-                        self.graphs[(b, tq, width)] = _Graph(self.runner, b, tq, width, self.pool, self.scratch_slot)
+                        self.graphs[(b, tq, width)] = _Graph(self.runner, b, tq, width, self.pool, self.inputs)
         return len(self.graphs)
 
     def can_run(self, batch) -> bool:
@@ -101,9 +123,11 @@ class GraphRunner:
         rows = 1 << (len(batch) - 1).bit_length()  # batch sizes in powers of two: fewer graphs
         key = (rows, Tq, width)
         if key not in self.graphs:
-            self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.scratch_slot)
-        ids, positions, meta = self.runner.prepare(padded, width=width)
-        hidden, tokens = self.graphs[key].replay(ids, positions, meta, self.scratch_slot)
+            self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.inputs)
+        graph = self.graphs[key]
+        self.inputs.stage(graph, *self.runner.prepare(padded, width=width, device="cpu"))
+        graph.graph.replay()
+        hidden, tokens = graph.hidden[: len(padded) * Tq], graph.tokens[: len(padded) * Tq]
         if Tq == 1 or all(len(f) == Tq for _, f in batch):
             return hidden, tokens, None
         return hidden, tokens, [i * Tq + j for i, (_, f) in enumerate(batch) for j in range(len(f))]

@@ -69,8 +69,9 @@ class ModelRunner:
             return min(want, int(0.5 * free) // per_token)
         return max(self.cfg.max_model_len, min(want, CPU_KV_BUDGET_BYTES // per_token))
 
-    def prepare(self, batch: list[tuple[Sequence, list[int]]], width: int | None = None):
-        """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed)."""
+    def prepare(self, batch: list[tuple[Sequence, list[int]]], width: int | None = None, device=None):
+        """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed), on `device`
+        (default the model's; CUDA graphs stage them from the host)."""
         bs = self.cfg.block_size
         ids, positions, slots, q_lens, ctx_lens = [], [], [], [], []
         for seq, feed in batch:
@@ -86,7 +87,7 @@ class ModelRunner:
         q_pos = torch.zeros(len(batch), max_q, dtype=torch.long)
         for i, (seq, feed) in enumerate(batch):
             q_pos[i] = torch.arange(seq.num_cached, seq.num_cached + max_q)
-        dev = self.device
+        dev = device or self.device
         meta = AttentionMetadata(
             slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev),
             slot_tables=self.kv.slot_tables([s.block_table for s, _ in batch], width, dev),
