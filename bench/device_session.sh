@@ -7,7 +7,8 @@
 #   bench/device_session.sh start COMMIT     install the carried wheels (.whl/)
 #   bench/device_session.sh part DIR NAME    keep a carried part folder (.devmodel05/p3) under /root/parts/NAME
 #   bench/device_session.sh queue JOB...     run jobs in the background, after those queued before, on a
-#                                            snapshot of this call's checkout (later calls may change it)
+#                                            snapshot of this call's checkout (COMMIT=sha names it if
+#                                            it is not start's)
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, step05, step15, step7, pull05, spec60, kl, needle,
@@ -19,7 +20,7 @@ OUT=${OUT:-/tmp/out}
 
 setup_env() {
   export PYTHONPATH=$ROOT/site:$SRC EDITAPPLY_HOME=$ROOT/eahome PYTHONUNBUFFERED=1
-  export EDITAPPLY_COMMIT=$(cat $ROOT/commit 2>/dev/null || echo unknown) OUT=$RES
+  export EDITAPPLY_COMMIT=$(cat $SRC/.commit 2>/dev/null || echo unknown) OUT=$RES
 }
 
 pull() {  # pull NAME PARTS: assemble the parts and install the preset from them
@@ -63,6 +64,7 @@ case ${1:-} in
   queue)
     shift
     src=$ROOT/src-$(date +%s) && mkdir -p $src && tar -cf - engine kernels prompts bench tests pyproject.toml | tar -xf - -C $src
+    echo "${COMMIT:-$(cat $ROOT/commit)}" > $src/.commit
     setsid nohup bash -c "for j in $*; do flock $LOCK env SRC=$src bash $src/bench/device_session.sh _job \$j; done" \
       > /dev/null 2>&1 < /dev/null &
     echo "queued: $*" ;;
