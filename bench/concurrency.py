@@ -62,7 +62,7 @@ def main(argv=None) -> None:
     results, rows = {}, []
     top = max(args.levels)
     # No prefix caching: both modes pay every prefill (the plain run must not warm the spec run).
-    engine = LLMEngine(EngineConfig.from_env(model=args.model, max_num_seqs=top, max_model_len=16384,
+    engine = LLMEngine(EngineConfig.from_env(model=args.model, max_num_seqs=top,
                                              enable_prefix_caching=False, draft_model=draft))
     cases = build_cases(engine.tokenizer, load_dev(args.cases or None))
     cases.sort(key=lambda c: len(c["prompt_ids"]))

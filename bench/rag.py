@@ -74,7 +74,7 @@ def host_overhead(engine, doc: str, questions: list[str]) -> list[float]:
 
 
 def workload(model: str, doc_tokens: int, questions: int, max_tokens: int) -> dict:
-    engine = LLMEngine(EngineConfig.from_env(model=model, max_model_len=max(16384, doc_tokens + 2048), max_num_seqs=1))
+    engine = LLMEngine(EngineConfig.from_env(model=model, max_num_seqs=1))  # the model's whole context
     doc, names = build_document(engine.tokenizer, doc_tokens)
     names = names[:: max(1, len(names) // questions)][:questions]
     if len(names) < 2:

@@ -211,7 +211,7 @@ def main(argv=None) -> None:
             print(f"chart: {p}")
         return
 
-    cfg = EngineConfig.from_env(model=args.model, max_model_len=16384, max_num_seqs=1)
+    cfg = EngineConfig.from_env(model=args.model, max_num_seqs=1)
     engine = LLMEngine(cfg)
     rows = load_dev(args.limit or None, spread=not args.smallest)
     cases = build_cases(engine.tokenizer, rows)

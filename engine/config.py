@@ -7,7 +7,7 @@ README). Components copy the fields they use.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -26,11 +26,13 @@ class EngineConfig:
     model: str = DEFAULT_MODEL  # a preset name or an HF folder
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16
-    max_model_len: int = 16384  # prompt + output tokens of one sequence
+    # Prompt + output tokens of one sequence; 0 = the model's own context (max_position_embeddings:
+    # 32768 for the Qwen2.5-Coder presets, 8192 for SmolLM2); more than the model's is refused.
+    max_model_len: int = 0
     block_size: int = 16  # tokens per KV block
     kv_dtype: str = "auto"  # KV storage: auto (the model dtype) | bf16 | fp16 | fp32 | fp8 | int8 | int4
     enable_prefix_caching: bool = True  # share cached prompt blocks between requests
-    kv_cache_tokens: int = 0  # KV capacity in tokens; 0 = enough for max_num_seqs full sequences (CPU) or 80% of free GPU memory
+    kv_cache_tokens: int = 0  # KV capacity in tokens; 0 = max_num_seqs full sequences within 1 GiB (CPU; one at least) or half the free GPU memory
     max_num_seqs: int = 8  # sequences in flight at once
     max_batch_tokens: int = 4096  # token budget of one prefill step (prompt chunks)
     # Hard cap on the tokens one verify step feeds (0 = none). Each sequence feeds up to K tokens,
@@ -89,11 +91,23 @@ class EngineConfig:
             raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, got {self.dtype!r}")
         if not 1 <= self.min_match <= self.max_match:
             raise ValueError(f"need 1 <= min_match <= max_match, got {self.min_match}, {self.max_match}")
-        for name in ("max_model_len", "block_size", "max_num_seqs", "max_batch_tokens"):
+        if self.max_model_len < 0:
+            raise ValueError(f"max_model_len must be positive (or 0 = the model's own context), got {self.max_model_len}")
+        for name in ("block_size", "max_num_seqs", "max_batch_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.max_batch_tokens < self.verify_tokens:
             raise ValueError("max_batch_tokens must be at least verify_tokens")
+
+    def for_model(self, model_context: int) -> "EngineConfig":
+        """This config with `max_model_len` resolved against the model's own context (its config's
+        max_position_embeddings): 0 takes the model's, a smaller value stays, a larger one is
+        refused (the model was never trained on positions past it)."""
+        if self.max_model_len > model_context:
+            raise ValueError(f"max_model_len={self.max_model_len} is over the model's context of {model_context} tokens "
+                             f"(max_position_embeddings in its config.json); set EDITAPPLY_MAX_MODEL_LEN to "
+                             f"{model_context} or less, or 0 for the model's own")
+        return replace(self, max_model_len=self.max_model_len or model_context)
 
     @property
     def torch_device(self) -> torch.device:

@@ -51,8 +51,8 @@ class EventCursor:
 
 class LLMEngine:
     def __init__(self, cfg: EngineConfig | None = None, **overrides):
-        self.cfg = cfg or EngineConfig.from_env(**overrides)
-        self.runner = ModelRunner(self.cfg)
+        self.runner = ModelRunner(cfg or EngineConfig.from_env(**overrides))
+        self.cfg = self.runner.cfg  # max_model_len resolved against the model's context
         self.tokenizer = self.runner.tokenizer
         self.kv = self.runner.kv
         self.eos_ids = set(self.tokenizer.eos_ids) | set(self.runner.model_config.eos_token_ids)

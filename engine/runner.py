@@ -16,7 +16,7 @@ import torch
 from engine.config import EngineConfig
 from engine.kv_cache import KVCache, kv_bytes_per_token
 from engine.loader.hf_folder import load_model
-from engine.loader.registry import resolve
+from engine.loader.registry import model_context, resolve
 from engine.models.transformer import AttentionMetadata
 from engine.sequence import Sequence
 from engine.tokenizer import Tokenizer
@@ -27,9 +27,11 @@ CPU_KV_BUDGET_BYTES = 1 << 30
 
 class ModelRunner:
     def __init__(self, cfg: EngineConfig):
-        self.cfg = cfg
-        self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
         self.folder = resolve(cfg.model)
+        # The one place max_model_len is resolved (0 = the model's own context); the engine and
+        # everything behind it read `runner.cfg`.
+        self.cfg = cfg = cfg.for_model(model_context(self.folder))
+        self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
         self.tokenizer = Tokenizer(self.folder)
         # Room past max_model_len for the padded tail of a verify block.
         self.model = load_model(self.folder, self.dtype, self.device, max_positions=cfg.max_model_len + 64)
@@ -67,7 +69,8 @@ class ModelRunner:
         if self.device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(self.device)
             return min(want, int(0.5 * free) // per_token)
-        return max(self.cfg.max_model_len, min(want, CPU_KV_BUDGET_BYTES // per_token))
+        # At least one full-context sequence with its longest verify block (64 positions).
+        return max(self.cfg.max_model_len + 64, min(want, CPU_KV_BUDGET_BYTES // per_token))
 
     def prepare(self, batch: list[tuple[Sequence, list[int]]], width: int | None = None, device=None):
         """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed), on `device`

@@ -4,9 +4,10 @@
 iterator) of `Event`s ending with one whose `finished` is true, and `cancel(handle)` at any time
 (the request's KV blocks are freed at the engine's next step). The HTTP server, the CLI and the
 language server call this; `LLMEngine` does the stepping, one step for all running requests
-(continuous batching). They get one from `open_service(config)`, and a model's tokenizer alone
-(to check a prompt's length before any weights load) from `tokenizer_for(config)`; what they
-submit and read back are the torch-free types of `engine/types.py`. They never build an
+(continuous batching). They get one from `open_service(config)`, and a model's tokenizer and
+context alone (to check a prompt's length before any weights load) from `tokenizer_for(config)`
+and `config_for(config)`; what they submit and read back are the torch-free types of
+`engine/types.py`. They never build an
 `LLMEngine` or look up the model registry themselves: `open_service` picks the backend
 (`EngineConfig.backend`), and `engine/backends/vllm.py` implements `Engine` over a vLLM server.
 """
@@ -220,6 +221,14 @@ def open_service(cfg: EngineConfig) -> Engine:
 
         return open_vllm(cfg, tokenizer_for(cfg))
     return EngineService(LLMEngine(cfg))
+
+
+def config_for(cfg: EngineConfig) -> EngineConfig:
+    """`cfg` with max_model_len resolved as the engine resolves it (EngineConfig.for_model), from
+    the model's config.json alone: for the context checks a front end makes before the weights
+    load. Over vLLM, the server's own context decides once connected."""
+    folder = registry.tokenizer_folder(cfg.model) if cfg.backend == "vllm" else registry.resolve(cfg.model)
+    return cfg.for_model(registry.model_context(folder))
 
 
 def tokenizer_for(cfg: EngineConfig) -> Tokenizer:

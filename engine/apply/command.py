@@ -90,12 +90,12 @@ def _remote(args, req: ApplyRequest) -> ApplyResult:
 
 
 def _tokenizer(args):
-    """The engine config and the model's tokenizer (no weights loaded)."""
+    """The engine config (its context resolved) and the model's tokenizer (no weights loaded)."""
     from engine.config import EngineConfig
-    from engine.service import tokenizer_for
+    from engine.service import config_for, tokenizer_for
 
     try:
-        cfg = EngineConfig.from_env(model=args.model, backend=args.backend, vllm_url=args.vllm_url)
+        cfg = config_for(EngineConfig.from_env(model=args.model, backend=args.backend, vllm_url=args.vllm_url))
         return cfg, tokenizer_for(cfg)
     except (RuntimeError, ValueError, OSError) as exc:  # not installed, not a model folder
         raise ApplyError(str(exc)) from None

@@ -321,9 +321,9 @@ def open_vllm(cfg, tokenizer) -> VLLMService:
     from engine.loader import registry
 
     folder = registry.resolve(cfg.model)
-    context = json.loads((folder / "config.json").read_text()).get("max_position_embeddings") or cfg.max_model_len
+    context = cfg.for_model(registry.model_context(folder)).max_model_len
     cpu = cfg.torch_device.type == "cpu"
-    args = vllm_serve.serve_args(str(folder), Path(cfg.model).name, min(cfg.max_model_len, context))
+    args = vllm_serve.serve_args(str(folder), Path(cfg.model).name, context)
     args += ["--dtype", str(cfg.torch_dtype).removeprefix("torch.")]
     if cpu:  # vLLM's CPU build: eager (torch.compile takes minutes on a few cores, and is not faster here)
         args += ["--enforce-eager", "--gpu-memory-utilization", "0.3"]

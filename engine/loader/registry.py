@@ -151,6 +151,16 @@ def tokenizer_folder(name_or_path: str) -> Path:
     return _hub_tokenizer(name_or_path)
 
 
+def model_context(folder: Path) -> int:
+    """The model's own context in tokens: `max_position_embeddings` in its config.json (no weights
+    read). EngineConfig.for_model resolves max_model_len against it."""
+    try:
+        return int(json.loads((Path(folder) / "config.json").read_text())["max_position_embeddings"])
+    except (OSError, KeyError, TypeError, ValueError):
+        raise ModelFolderError(f"{folder}: no max_position_embeddings in config.json to take the model's context "
+                               "from; set EDITAPPLY_MAX_MODEL_LEN") from None
+
+
 def _hub_tokenizer(repo: str) -> Path:
     from huggingface_hub import snapshot_download
 

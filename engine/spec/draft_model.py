@@ -63,7 +63,7 @@ class DraftModel:
         dcfg = replace(cfg, model=name, int8_head=False,
                        kv_dtype="auto" if cfg.kv_dtype == "int4" else cfg.kv_dtype)
         self.runner = ModelRunner(dcfg)
-        self.cfg = dcfg
+        self.cfg = self.runner.cfg
         if self.runner.tokenizer.encode(TOKENIZER_PROBE) != target_tokenizer.encode(TOKENIZER_PROBE):
             raise ValueError(f"draft model {name!r} has another tokenizer than the target: a draft model "
                              "must share the target's tokenizer (qwen2.5-coder-0.5b drafts for qwen2.5-coder-1.5b)")

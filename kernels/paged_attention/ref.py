@@ -16,6 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+# Most queries of one SDPA call in the cache form: longer prompt chunks are split (see below).
+QUERY_TILE = 512
+
 
 def causal_mask(q_positions: torch.Tensor, num_keys: int, sliding_window: int | None) -> torch.Tensor:
     """[B, Tq, S] bool: key j visible to the query at position p iff p - window < j <= p."""
@@ -86,7 +89,9 @@ def paged_attention_cache_ref(
 ) -> torch.Tensor:  # [T, H, D]
     """The cache form: gather each sequence's context, then `paged_attention_ref`. Sequences of one
     query length run as one batched call (shape-static); otherwise one call each, over the context
-    the sequence has."""
+    the sequence has. A long prompt chunk runs in tiles of QUERY_TILE queries, each over the
+    context up to its last query, so the mask SDPA expands ([Tq, S] floats: 512 MB for 4096 rows
+    over 32k keys) stays bounded; decode and verify blocks are never split."""
     T, H, D = q.shape
 
     def attend(q, slot_tables, q_positions):
@@ -95,11 +100,15 @@ def paged_attention_cache_ref(
         kc, vc = kv.gather(slot_tables)  # [B, S, Hkv, D]
         return paged_attention_ref(q, kc, vc, q_positions, scale, sliding_window)
 
-    if len(set(query_lens)) == 1:
+    if len(set(query_lens)) == 1 and query_lens[0] <= QUERY_TILE:
         B, Tq = len(query_lens), query_lens[0]
         return attend(q.view(B, Tq, H, D), slot_tables, q_positions[:, :Tq]).reshape(T, H, D)
     outs, start = [], 0
     for b, (qlen, ctx) in enumerate(zip(query_lens, context_lens)):
-        outs.append(attend(q[None, start : start + qlen], slot_tables[b : b + 1, :ctx], q_positions[b : b + 1, :qlen])[0])
+        for t in range(0, qlen, QUERY_TILE):
+            n = min(QUERY_TILE, qlen - t)
+            keys = ctx - qlen + t + n  # the tile's last query position + 1
+            rows = q[None, start + t : start + t + n]
+            outs.append(attend(rows, slot_tables[b : b + 1, :keys], q_positions[b : b + 1, t : t + n])[0])
         start += qlen
     return torch.cat(outs)

@@ -115,6 +115,29 @@ def test_varlen_bf16_splits():
     check([1, 16, 3], [50, 16, 200], G=2, dtype=torch.bfloat16, num_splits=4, block_n=16)
 
 
+@pytest.mark.parametrize("kv_dtype", ["auto", "int4"])
+@pytest.mark.parametrize("window", [None, 24])
+def test_reference_tiles_long_chunks(kv_dtype, window):
+    """A prompt chunk longer than QUERY_TILE runs in query tiles, each over the context up to its
+    last query: the same result as one SDPA over the whole chunk (batched with a decode, whose
+    short query is never tiled)."""
+    from kernels.paged_attention import ref
+
+    g = torch.Generator().manual_seed(0)
+    query_lens, context_lens, width = [1, 100], [70, 163], 172
+    kv = make_layer_kv(kv_dtype, 2 * width + 4, 2, 64, torch.float32, "cpu")
+    kv.write(torch.arange(2 * width + 4), torch.randn(2 * width + 4, 2, 64, generator=g),
+             torch.randn(2 * width + 4, 2, 64, generator=g))
+    slot_tables = torch.randperm(2 * width + 4, generator=g)[: 2 * width].view(2, width)
+    q = torch.randn(sum(query_lens), 14, 64, generator=g)
+    q_positions = torch.stack([torch.arange(c - n, c - n + 100) for n, c in zip(query_lens, context_lens)])
+    args = (q, kv, slot_tables, q_positions, query_lens, context_lens, 0.125, window)
+    whole = paged_attention_cache_ref(*args)
+    with mock.patch.object(ref, "QUERY_TILE", 16):
+        tiled = paged_attention_cache_ref(*args)
+    torch.testing.assert_close(tiled, whole, rtol=1e-6, atol=1e-6)
+
+
 def test_resolve_impl():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_impl("auto", cpu, 64) == "ref"
