@@ -42,7 +42,8 @@ job() {
       $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60 --configs "lookup K=16 +prediction"
       $t 240 python3 -m bench.spec_decode --limit 8 --no-hf --no-vllm --plot $RES/spec8 ;;
     kl) $t 240 python3 -m bench.rag --kl-only ;;
-    needle) $t 300 python3 -m bench.needle ;;
+    # Eager for every format (int4 runs without graphs anyway), and no capture of ~128 graphs per engine.
+    needle) EDITAPPLY_ENFORCE_EAGER=1 $t 420 python3 -m bench.needle ;;
     drafters) $t 480 python3 -m bench.drafters --limit 8 --max-tokens 256 ;;
     drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup hybrid ;;
     concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
