@@ -1,11 +1,17 @@
 """LLMEngine: requests in, token streams out, one speculative step at a time.
 
-A step has four phases, named as in the code:
-  * `schedule` — admit waiting requests while KV blocks allow, pick what runs;
-  * `propose`  — each running sequence's drafter proposes up to K-1 tokens from its sources;
-  * `forward`  — one model pass over every sequence's `[last token] + draft` (or prompt chunk);
-  * `accept`   — verify the drafts against the target (exact greedy or rejection sampling),
-                 commit the accepted prefix plus one bonus/recovered token, roll back the rest.
+A step has four phases, named as in the code (nano-vllm's shape):
+  * `schedule`    — the scheduler's `StepPlan` (engine/scheduler.py): it admits waiting requests
+                    while KV blocks allow, picks prefill or verify, has each sequence's drafter
+                    (or the draft model) propose up to K-1 tokens, sizes the drafts from the step
+                    cost, and grows blocks, preempting when they run out;
+  * `forward`     — one model pass over the plan's batch: prompt chunks, or every sequence's
+                    `[last token] + draft` with one device-to-host copy;
+  * `accept`      — verify the drafts against the target (exact greedy or rejection sampling):
+                    the accepted prefix plus one bonus/recovered token;
+  * `postprocess` — the scheduler's bookkeeping: commit through the engine's stop conditions
+                    (`_commit`), roll the KV cache back over the rejected tail, record stats and
+                    acceptance estimates, publish completed blocks to the prefix cache.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from engine.sequence import Sequence, Status
 from engine.loader.registry import PRESETS
 from engine.spec.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
 from engine.spec.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
-from engine.step_cost import StepCost, acceptance_rate, plan_drafts
+from engine.step_cost import StepCost
 from engine.tokenizer import IncrementalDecoder
 from engine.types import Event, Request, RequestError, check_prompt_length
 
@@ -56,11 +62,11 @@ class LLMEngine:
         self.tokenizer = self.runner.tokenizer
         self.kv = self.runner.kv
         self.eos_ids = set(self.tokenizer.eos_ids) | set(self.runner.model_config.eos_token_ids)
-        self.scheduler = Scheduler(self.kv, self.cfg.max_num_seqs, self.cfg.max_batch_tokens)
         self.step_cost = StepCost()
         self.draft_config = DraftConfig(min_match=self.cfg.min_match, max_match=self.cfg.max_match,
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
         self.hybrid = self._load_draft_model()
+        self.scheduler = Scheduler(self.kv, self.cfg, self.step_cost, self.hybrid)
 
     def _load_draft_model(self):
         """The draft model of the hybrid/draft drafters (engine/spec/hybrid.py), when the engine's
@@ -91,7 +97,7 @@ class LLMEngine:
     def reset_estimates(self) -> None:
         """Forget the measured step cost and the hybrid drafter's acceptance estimates (benches
         that compare configurations on one engine start each one cold)."""
-        self.step_cost = StepCost()
+        self.step_cost.reset()
         if self.hybrid is not None:
             self.hybrid.reset()
 
@@ -166,88 +172,27 @@ class LLMEngine:
 
     # ---- one step ---------------------------------------------------------------------------
     def step(self) -> None:
-        """One engine step: a prefill step if any prompt has uncached tokens, else a verify step."""
-        self.scheduler.admit()
-        batch = self.scheduler.prefill_batch()
-        if batch:
-            self.runner.forward(batch, logits=False)
-            for seq, feed in batch:
-                seq.num_cached += len(feed)
-                self.scheduler.publish_blocks(seq)
-        elif self.running:
-            self._verify_step()
-
-    def _verify_step(self) -> None:
-        seqs = list(self.running)
-        rooms = [self.draft_room(seq) for seq in seqs]
-        drafts = [seq.drafter.propose(seq.tokens, room) if seq.drafter is not None and room > 0 else []
-                  for seq, room in zip(seqs, rooms)]
-        proposals = self.propose_with_model(seqs, drafts, rooms)
-        for i, p in proposals.items():
-            drafts[i] = p.tokens
-        lengths = self.plan_drafts(seqs, drafts)
-        batch = []
-        for i, (seq, draft, n) in enumerate(zip(seqs, drafts, lengths)):
-            if seq.status != Status.RUNNING:
-                continue  # preempted while an earlier sequence grew
-            # Room for a whole verify block: CUDA graphs pad short drafts to K positions.
-            if self.scheduler.ensure_room(seq, len(seq) + seq.verify_tokens - 1):
-                batch.append((i, seq, [seq.tokens[-1]] + draft[:n]))
-        batch = [(i, seq, feed) for i, seq, feed in batch if seq.status == Status.RUNNING]
-        if not batch:
+        """One engine step: run the scheduler's plan (a prefill or a verify step), accept, commit."""
+        plan = self.scheduler.schedule()
+        if not plan.batch:
+            return
+        if plan.prefill:
+            self.runner.forward(plan.batch, logits=False)
+            self.scheduler.postprocess(plan)
             return
         t = time.perf_counter()
-        sampled = [not (seq.params.greedy and self.cfg.greedy_fast_path) for _, seq, _ in batch]
+        sampled = [not (seq.params.greedy and self.cfg.greedy_fast_path) for seq, _ in plan.batch]
         # One forward and one device-to-host copy for the whole batch; logits only for sampling.
-        greedy_rows, logits = self.runner.verify([(seq, feed) for _, seq, feed in batch], logits=any(sampled))
+        greedy_rows, logits = self.runner.verify(plan.batch, logits=any(sampled))
         start, accepted = 0, []
-        for (_, seq, feed), row, needs_probs in zip(batch, greedy_rows, sampled):
+        for (seq, feed), row, needs_probs in zip(plan.batch, greedy_rows, sampled):
             if needs_probs:
                 accepted.append(self.accept_sampled(seq, logits[start : start + len(feed)], feed[1:]))
             else:
                 accepted.append(accept_greedy(row, feed[1:]))
             start += len(feed)
         self.step_cost.observe(start, time.perf_counter() - t)
-        for (i, seq, feed), new in zip(batch, accepted):
-            # The cache holds [last token] + the accepted drafts; the rejected tail is dropped by
-            # this length change alone (its rows are overwritten by the next step).
-            seq.num_cached = len(seq) + len(new) - 1
-            if seq.stats.t_first is None:
-                seq.stats.t_first = time.perf_counter()
-            model_drafted = model_accepted = 0
-            if i in proposals:
-                model_drafted, model_accepted = self.hybrid.observe(proposals[i], len(feed) - 1, new)
-            committed = self._commit(seq, new)
-            seq.stats.record_step(drafted=len(feed) - 1, accepted=len(new) - 1, committed=committed,
-                                  model_drafted=model_drafted, model_accepted=model_accepted)
-            if not seq.is_finished:
-                self.scheduler.publish_blocks(seq)
-
-    def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
-        """The hybrid/draft drafters' proposals (engine/spec/hybrid.py) for the sequences that use
-        the draft model, by index into `seqs`; the others keep their drafter's draft."""
-        idx = [i for i, seq in enumerate(seqs) if seq.model_drafts]
-        if not idx or self.hybrid is None:
-            return {}
-        fit = self.step_cost.fit() if self.cfg.adaptive_drafts else None
-        proposals = self.hybrid.propose([seqs[i] for i in idx], [drafts[i] for i in idx], [rooms[i] for i in idx], fit)
-        return dict(zip(idx, proposals))
-
-    def plan_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:
-        """How much of each draft to verify this step (engine/step_cost.py explains the rule)."""
-        full = [len(d) for d in drafts]
-        budget = self.cfg.verify_budget or None
-        fit = self.step_cost.fit() if self.cfg.adaptive_drafts else None
-        if fit is None:
-            return full if budget is None else plan_drafts(full, [1.0] * len(full), 1.0, 0.0, budget)
-        alphas = [acceptance_rate(s.stats.accepted, s.stats.rejections) for s in seqs]
-        return plan_drafts(full, alphas, *fit, budget=budget)
-
-    def draft_room(self, seq: Sequence) -> int:
-        """Most draft tokens `seq` may take this step: its block, its max_tokens, the context."""
-        return max(0, min(seq.verify_tokens - 1,
-                          seq.params.max_tokens - seq.num_generated - 1,
-                          self.cfg.max_model_len - len(seq) - 1))
+        self.scheduler.postprocess(plan, accepted, self._commit)
 
     def accept_sampled(self, seq: Sequence, logits: torch.Tensor, draft: list[int]) -> list[int]:
         """Verify `draft` against target logits [len(draft)+1, V] by sampling (engine/spec/verify.py);
@@ -297,5 +242,3 @@ class LLMEngine:
         seq.finish_reason = reason
         seq.stats.t_end = time.perf_counter()
         self.scheduler.finish(seq)
-        if self.hybrid is not None:
-            self.hybrid.model.release(seq.id)

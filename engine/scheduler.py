@@ -1,34 +1,66 @@
-"""Scheduler: continuous batching over a paged, prefix-cached KV cache.
+"""Scheduler: the whole step plan, over a paged, prefix-cached KV cache (continuous batching).
 
-Each step is either a **prefill** step (prompt chunks of the sequences that still have uncached
-tokens, within the token budget) or a **verify** step (every running sequence feeds
-`[last token] + draft`). A sequence's last known token is always fed by a verify step, so fresh
-prompts, prefix-cache hits and recomputed (preempted) sequences all take the same path, and the
-first token is drafted and verified like any other.
+`schedule()` returns one `StepPlan`, and the engine runs it (one forward over its batch, then
+acceptance); `postprocess()` does the bookkeeping after. A plan is either
+
+* a **prefill** plan: prompt chunks of the sequences that still have uncached tokens, within the
+  token budget `max_batch_tokens`; or
+* a **verify** plan: every running sequence feeds `[last token] + draft`. Its drafter proposes up
+  to K-1 tokens (`draft_room` bounds them by the block, `max_tokens` and the context); sequences
+  of the hybrid/draft drafters take the draft model's proposal instead (engine/spec/hybrid.py);
+  how much of each draft a crowded step verifies comes from the measured step cost and each
+  sequence's acceptance rate (engine/step_cost.py), within the optional hard cap `verify_budget`.
+
+A sequence's last known token is always fed by a verify step, so fresh prompts, prefix-cache hits
+and recomputed (preempted) sequences all take the same path, and the first token is drafted and
+verified like any other.
 
 Admission is first come, first served, while the sequence's blocks (after sharing its cached
 prefix) and a seat (`max_num_seqs`) are free. When a running sequence cannot grow, the most
 recently admitted other sequence is preempted: its blocks are released (they stay prefix-cached
-until evicted) and it goes back to the head of the queue to be recomputed later.
-
-Long verify blocks cost slots and compute: a verify step feeds up to K tokens per sequence. How
-much of each draft a crowded step verifies is decided by the engine from the measured step cost
-(engine/step_cost.py), within the optional hard cap `verify_budget`.
+until evicted) and it goes back to the head of the queue to be recomputed later; a preempted
+sequence is not in the plan.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
 
+from engine.config import EngineConfig
 from engine.kv_cache import KVCache
 from engine.sequence import Sequence, Status
+from engine.step_cost import StepCost, acceptance_rate, plan_drafts
+
+
+@dataclass
+class StepPlan:
+    """What one step runs: `batch` of (sequence, tokens to feed), prompt chunks when `prefill`,
+    else `[last token] + draft` per sequence; `proposals` holds the hybrid drafter's Proposal of
+    each sequence whose draft the draft model wrote or shaped (its acceptance estimates learn
+    from them after the step)."""
+
+    prefill: bool
+    batch: list[tuple[Sequence, list[int]]] = field(default_factory=list)
+    proposals: dict = field(default_factory=dict)  # Sequence -> engine.spec.hybrid.Proposal
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(feed) for _, feed in self.batch)
 
 
 class Scheduler:
-    def __init__(self, kv: KVCache, max_num_seqs: int, max_batch_tokens: int):
+    def __init__(self, kv: KVCache, cfg: EngineConfig, step_cost: StepCost | None = None, hybrid=None):
         self.blocks = kv.blocks
-        self.max_num_seqs = max_num_seqs
-        self.max_batch_tokens = max_batch_tokens
+        self.max_num_seqs = cfg.max_num_seqs
+        self.max_batch_tokens = cfg.max_batch_tokens
+        self.max_model_len = cfg.max_model_len
+        self.verify_budget = cfg.verify_budget or None
+        self.adaptive_drafts = cfg.adaptive_drafts
+        self.step_cost = step_cost or StepCost()
+        self.hybrid = hybrid  # engine/spec/hybrid.py's HybridDrafting, or None without a draft model
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0
@@ -39,7 +71,16 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    # ---- admission ------------------------------------------------------------------------
+    # ---- the plan -------------------------------------------------------------------------
+    def schedule(self) -> StepPlan:
+        """Admit what fits, then a prefill plan if any prompt has uncached tokens, else a verify
+        plan (its batch is empty when nothing runs)."""
+        self.admit()
+        batch = self.prefill_batch()
+        if batch:
+            return StepPlan(prefill=True, batch=batch)
+        return self.verify_plan()
+
     def admit(self) -> None:
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
@@ -61,7 +102,6 @@ class Scheduler:
             seq.status = Status.RUNNING
             self.running.append(self.waiting.popleft())
 
-    # ---- step plans -----------------------------------------------------------------------
     def prefill_batch(self) -> list[tuple[Sequence, list[int]]]:
         """Prompt chunks for sequences with uncached tokens (all but the last known token)."""
         budget, batch = self.max_batch_tokens, []
@@ -72,6 +112,82 @@ class Scheduler:
             batch.append((seq, seq.tokens[seq.num_cached : end]))
             budget -= end - seq.num_cached
         return batch
+
+    def verify_plan(self) -> StepPlan:
+        """Propose, size, then grow each sequence's blocks for its verify block."""
+        seqs = list(self.running)
+        rooms = [self.draft_room(seq) for seq in seqs]
+        drafts = [seq.drafter.propose(seq.tokens, room) if seq.drafter is not None and room > 0 else []
+                  for seq, room in zip(seqs, rooms)]
+        proposals = self.propose_with_model(seqs, drafts, rooms)
+        drafts = [proposals[seq].tokens if seq in proposals else d for seq, d in zip(seqs, drafts)]
+        lengths = self.size_drafts(seqs, drafts)
+        grown = []
+        for seq, draft, n in zip(seqs, drafts, lengths):
+            if seq.status != Status.RUNNING:
+                continue  # preempted while an earlier sequence grew
+            # Room for a whole verify block: CUDA graphs pad short drafts to K positions.
+            if self.ensure_room(seq, len(seq) + seq.verify_tokens - 1):
+                grown.append((seq, [seq.tokens[-1]] + draft[:n]))
+        batch = [(seq, feed) for seq, feed in grown if seq.status == Status.RUNNING]
+        return StepPlan(prefill=False, batch=batch,
+                        proposals={seq: proposals[seq] for seq, _ in batch if seq in proposals})
+
+    def draft_room(self, seq: Sequence) -> int:
+        """Most draft tokens `seq` may take this step: its block, its max_tokens, the context."""
+        return max(0, min(seq.verify_tokens - 1,
+                          seq.params.max_tokens - seq.num_generated - 1,
+                          self.max_model_len - len(seq) - 1))
+
+    def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
+        """The hybrid/draft drafters' proposals (engine/spec/hybrid.py), by sequence, for the
+        sequences that use the draft model; the others keep their drafter's draft."""
+        idx = [i for i, seq in enumerate(seqs) if seq.model_drafts]
+        if not idx or self.hybrid is None:
+            return {}
+        proposals = self.hybrid.propose([seqs[i] for i in idx], [drafts[i] for i in idx],
+                                        [rooms[i] for i in idx], self._fit())
+        return {seqs[i]: p for i, p in zip(idx, proposals)}
+
+    def size_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:
+        """How much of each draft to verify this step (engine/step_cost.py explains the rule)."""
+        full = [len(d) for d in drafts]
+        fit = self._fit()
+        if fit is None:
+            return full if self.verify_budget is None else plan_drafts(full, [1.0] * len(full), 1.0, 0.0,
+                                                                       self.verify_budget)
+        alphas = [acceptance_rate(s.stats.accepted, s.stats.rejections) for s in seqs]
+        return plan_drafts(full, alphas, *fit, budget=self.verify_budget)
+
+    def _fit(self) -> tuple[float, float] | None:
+        return self.step_cost.fit() if self.adaptive_drafts else None
+
+    # ---- after the step -------------------------------------------------------------------
+    def postprocess(self, plan: StepPlan, accepted: list[list[int]] | None = None,
+                    commit: Callable[[Sequence, list[int]], int] | None = None) -> None:
+        """Bookkeeping once `plan` ran. A prefill plan's chunks are all cached now. A verify plan's
+        `accepted[i]` are the tokens its i-th sequence commits (accepted drafts, then the bonus or
+        recovered token); `commit(seq, tokens)` appends them until a stop condition and returns
+        how many it appended (the engine's: stop strings need the tokenizer)."""
+        if plan.prefill:
+            for seq, feed in plan.batch:
+                seq.num_cached += len(feed)
+                self.publish_blocks(seq)
+            return
+        for (seq, feed), new in zip(plan.batch, accepted):
+            # The cache holds [last token] + the accepted drafts; the rejected tail is dropped by
+            # this length change alone (its rows are overwritten by the next step).
+            seq.num_cached = len(seq) + len(new) - 1
+            if seq.stats.t_first is None:
+                seq.stats.t_first = time.perf_counter()
+            model_drafted = model_accepted = 0
+            if seq in plan.proposals:
+                model_drafted, model_accepted = self.hybrid.observe(plan.proposals[seq], len(feed) - 1, new)
+            committed = commit(seq, new)
+            seq.stats.record_step(drafted=len(feed) - 1, accepted=len(new) - 1, committed=committed,
+                                  model_drafted=model_drafted, model_accepted=model_accepted)
+            if not seq.is_finished:
+                self.publish_blocks(seq)
 
     # ---- growth and preemption ----------------------------------------------------------
     def ensure_room(self, seq: Sequence, num_tokens: int) -> bool:
@@ -99,11 +215,14 @@ class Scheduler:
         self.waiting.appendleft(seq)
 
     def finish(self, seq: Sequence) -> None:
+        """Free a finished sequence's seat, KV blocks and draft-model cache."""
         if seq in self.running:
             self.running.remove(seq)
         elif seq in self.waiting:
             self.waiting.remove(seq)
         self._release(seq)
+        if self.hybrid is not None:
+            self.hybrid.model.release(seq.id)
 
     def _release(self, seq: Sequence) -> None:
         self.blocks.release(seq.block_table)

@@ -24,6 +24,10 @@ class StepCost:
     def __init__(self, decay: float = 0.97, min_samples: int = 8):
         self.decay = decay
         self.min_samples = min_samples
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every observed step."""
         self.w = self.sx = self.sy = self.sxx = self.sxy = 0.0
         self.samples = 0
 

@@ -1,0 +1,89 @@
+"""The scheduler's step plan, no model: what `schedule()` decides and what `postprocess()` records.
+
+Blocks of 4 tokens, K = 4 (a verify block is `[last token]` + up to 3 draft tokens), and a drafter
+that always proposes the same three tokens.
+"""
+
+from types import SimpleNamespace
+
+from engine.block_manager import BlockManager
+from engine.config import EngineConfig
+from engine.scheduler import Scheduler
+from engine.sequence import Sequence, Status
+from engine.types import Request, SamplingParams
+
+DRAFT = [7, 8, 9]
+
+
+class FixedDrafter:
+    def propose(self, tokens: list[int], room: int) -> list[int]:
+        return DRAFT[:room]
+
+
+def make_scheduler(num_blocks: int, **cfg) -> Scheduler:
+    kv = SimpleNamespace(blocks=BlockManager(num_blocks, block_size=4))
+    return Scheduler(kv, EngineConfig(verify_tokens=4, max_batch_tokens=64, max_model_len=64, **cfg))
+
+
+def add(scheduler: Scheduler, prompt: list[int], max_tokens: int = 100) -> Sequence:
+    seq = Sequence(Request(prompt, SamplingParams(max_tokens=max_tokens)), FixedDrafter(), 4, None)
+    scheduler.add(seq)
+    return seq
+
+
+def commit(seq: Sequence, new: list[int]) -> int:
+    seq.tokens.extend(new)
+    return len(new)
+
+
+def test_prefill_plan_then_verify_plan_feeds_last_token_and_draft():
+    scheduler = make_scheduler(num_blocks=16)
+    seq = add(scheduler, [1, 2, 3, 4, 5])
+    plan = scheduler.schedule()
+    assert plan.prefill and plan.batch == [(seq, [1, 2, 3, 4])]  # the last token waits for the verify step
+    scheduler.postprocess(plan)
+    assert seq.num_cached == 4
+    plan = scheduler.schedule()
+    assert not plan.prefill and plan.batch == [(seq, [5] + DRAFT)]
+    assert plan.num_tokens == 4 and plan.proposals == {}
+
+
+def test_postprocess_rolls_back_the_rejected_tail_and_records_the_step():
+    scheduler = make_scheduler(num_blocks=16)
+    seq = add(scheduler, [1, 2, 3, 4, 5])
+    scheduler.postprocess(scheduler.schedule())
+    plan = scheduler.schedule()
+    scheduler.postprocess(plan, [[7, 42]], commit)  # draft token 7 accepted, 8 rejected, 42 recovered
+    assert seq.tokens == [1, 2, 3, 4, 5, 7, 42]
+    assert seq.num_cached == 6  # [5, 7] were cached; 42 is fed by the next step
+    assert (seq.stats.steps, seq.stats.drafted, seq.stats.accepted, seq.stats.rejections) == (1, 3, 1, 1)
+    assert seq.stats.committed_hist == {2: 1}
+
+
+def test_draft_is_cut_to_max_tokens_and_to_the_verify_budget():
+    scheduler = make_scheduler(num_blocks=16)
+    short = add(scheduler, [1, 2, 3, 4, 5], max_tokens=2)  # room for 1 draft token and its bonus
+    scheduler.postprocess(scheduler.schedule())
+    assert scheduler.schedule().batch == [(short, [5, 7])]
+
+    capped = make_scheduler(num_blocks=16, verify_budget=6)
+    a, b = add(capped, [1, 2, 3, 4, 5]), add(capped, [11, 12, 13, 14, 15])
+    capped.postprocess(capped.schedule())
+    plan = capped.schedule()
+    assert plan.num_tokens == 6 and [feed[0] for _, feed in plan.batch] == [5, 15]
+    assert [s for s, _ in plan.batch] == [a, b]
+
+
+def test_a_preempted_sequence_is_not_in_the_plan():
+    # Each sequence is admitted with 3 blocks (5 prompt tokens + K); 6 blocks hold exactly two.
+    scheduler = make_scheduler(num_blocks=6)
+    a, b = add(scheduler, [1, 2, 3, 4, 5]), add(scheduler, [11, 12, 13, 14, 15])
+    scheduler.postprocess(scheduler.schedule())
+    for _ in range(2):  # every draft accepted: 4 tokens a step, 13 tokens after two steps
+        plan = scheduler.schedule()
+        assert [s for s, _ in plan.batch] == [a, b]
+        scheduler.postprocess(plan, [feed[1:] + [0] for _, feed in plan.batch], commit)
+    plan = scheduler.schedule()  # a needs a 4th block for positions 12..15: b, the newest, yields
+    assert plan.batch == [(a, [0] + DRAFT)]
+    assert b.status == Status.WAITING and list(scheduler.waiting) == [b] and b.block_table == []
+    assert scheduler.preemptions == 1
