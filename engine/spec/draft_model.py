@@ -6,11 +6,19 @@ target sequence the draft model works for has a `DraftSequence` here: its block 
 tokens whose K/V the draft cache holds.
 
 `propose` serves a whole verify step at once. Each job is (sequence, lead, n): catch up on what
-the target committed since the last call (on first use the whole prompt, in chunks of the
-prefill budget), feed `lead` (another drafter's tokens, which the draft continues) and decode n
-tokens greedily. One forward covers every job's catch-up and lead; then n - 1 forwards of one
-token per job (CUDA graphs replay these). The last drafted token is never fed: if the target
-accepts it, the next catch-up feeds it.
+the target committed since the last call (on first use the whole prompt), feed `lead` (another
+drafter's tokens, which the draft continues) and decode n tokens greedily. All but the last
+verify block of each catch-up is fed ahead (`_feed_ahead`): a long one (a prompt, a long quote)
+as prefill chunks, a short one a verify block at a time for every job together, so that on a GPU
+it replays CUDA graphs instead of an eager forward (whose launches alone cost ten graph
+replays). Then one forward covers every job's rest and lead, and n - 1 forwards of one token per
+job follow (graphs replay these). The last drafted token is never fed: if the target accepts
+it, the next catch-up feeds it.
+
+The costs the hybrid's rule prices (engine/spec/hybrid.py) are measured here: `cost` fits the
+seconds of a drafting forward (every feed within a verify block) against the tokens it feeds,
+`prefill_rate` the seconds per token of long catch-ups; `catch_up_seconds` estimates what a
+step's catch-ups will cost before it runs them.
 
 Rollback is a length change, as for the target: the next call keeps the longest prefix of what the
 draft cache was fed that the target committed, and overwrites the rest.
@@ -29,6 +37,10 @@ from engine.step_cost import StepCost
 from engine.tokenizer import TOKENIZER_PROBE
 from engine.types import RequestError
 
+# A catch-up longer than this many verify blocks is prefilled (eager chunks); a shorter one is fed
+# a verify block at a time, through CUDA graphs where the runner has them.
+GRAPH_CATCH_UP_BLOCKS = 8
+
 
 
 class DraftSequence:
@@ -44,14 +56,34 @@ class DraftSequence:
         self.num_published = 0
         self.synced = 0  # leading fed tokens known to be committed ones (those never change)
 
-    def sync(self, committed: list[int]) -> None:
-        """Keep the longest prefix of the fed tokens that the target committed (the rollback)."""
+    def common_prefix(self, committed: list[int]) -> int:
+        """How many leading fed tokens the target committed (what `sync` would keep), read-only."""
         n = min(self.num_cached, len(committed))
         i = min(self.synced, n)
         while i < n and self.tokens[i] == committed[i]:
             i += 1
+        return i
+
+    def sync(self, committed: list[int]) -> None:
+        """Keep the longest prefix of the fed tokens that the target committed (the rollback)."""
+        i = self.common_prefix(committed)
         self.num_cached = self.synced = i
         del self.tokens[i:]
+
+
+class PrefillRate:
+    """Decayed seconds per token of the draft model's long catch-ups (0 until one is measured)."""
+
+    def __init__(self, decay: float = 0.9):
+        self.decay, self.seconds, self.tokens = decay, 0.0, 0
+
+    def observe(self, tokens: int, seconds: float) -> None:
+        self.seconds = self.decay * self.seconds + seconds
+        self.tokens = self.decay * self.tokens + tokens
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.seconds / self.tokens if self.tokens else 0.0
 
 
 class DraftModel:
@@ -71,7 +103,8 @@ class DraftModel:
         self.runner.vocab_limit = min(self.runner.model_config.vocab_size, target_vocab)
         self.blocks = self.runner.kv.blocks
         self.states: dict[str, DraftSequence] = {}
-        self.cost = StepCost()  # seconds per draft forward against the tokens it feeds
+        self.cost = StepCost()  # seconds per drafting forward against the tokens it feeds
+        self.prefill_rate = PrefillRate()  # seconds per token of long catch-ups
 
     def release(self, seq_id: str) -> None:
         st = self.states.pop(seq_id, None)
@@ -105,18 +138,61 @@ class DraftModel:
             st.block_table.extend(self.blocks.allocate(need))
         return True
 
-    def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool) -> torch.Tensor | None:
+    def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool) -> list[int] | None:
         t = time.perf_counter()
         tokens = None
         if logits:
             tokens = [row[0] for row in self.runner.verify(batch, last_only=True)[0]]
         else:
             self.runner.forward(batch, logits=False)
-        self.cost.observe(sum(len(f) for _, f in batch), time.perf_counter() - t)
+        fed, seconds = sum(len(f) for _, f in batch), time.perf_counter() - t
+        if all(len(f) <= self.cfg.verify_tokens for _, f in batch):
+            self.cost.observe(fed, seconds)
+        else:
+            self.prefill_rate.observe(fed, seconds)
         for st, feed in batch:
             st.tokens.extend(feed)
             st.num_cached += len(feed)
         return tokens
+
+    def _feed_ahead(self, feeds: list[list]) -> None:
+        """Feed each [state, feed] pair's tokens but its last verify block (no logits), so the
+        drafting forward fits a CUDA graph; see the module docstring. Without graphs only what
+        exceeds a prefill chunk is fed ahead (one forward takes the rest)."""
+        K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
+        graphs = self.runner.graphs is not None
+        for pair in feeds:
+            st, feed = pair
+            keep = K if graphs else chunk
+            if len(feed) > GRAPH_CATCH_UP_BLOCKS * K or not graphs:
+                while len(feed) > keep:
+                    n = min(chunk, len(feed) - keep)
+                    self._forward([(st, feed[:n])], logits=False)
+                    feed = feed[n:]
+                pair[1] = feed
+        while graphs and (ahead := [pair for pair in feeds if len(pair[1]) > K]):
+            self._forward([(st, feed[:K]) for st, feed in ahead], logits=False)
+            for pair in ahead:
+                pair[1] = pair[1][K:]
+
+    def catch_up_seconds(self, jobs: list[tuple[object, int]]) -> float:
+        """Estimated seconds `_feed_ahead` will take for these (sequence, lead length) jobs: short
+        catch-ups at the drafting forward's fitted cost a verify block at a time (all jobs
+        together), long ones at the measured prefill rate (0 before any was measured)."""
+        K = self.cfg.verify_tokens
+        fit = self.cost.fit()
+        blocks = tokens = long_tokens = 0
+        for seq, lead in jobs:
+            st = self.states.get(seq.id)
+            lag = len(seq.tokens) + lead - (st.common_prefix(seq.tokens) if st else 0) - K
+            if lag <= 0:
+                continue
+            if self.runner.graphs is None or lag > (GRAPH_CATCH_UP_BLOCKS - 1) * K:
+                long_tokens += lag
+            else:
+                blocks, tokens = max(blocks, -(-lag // K)), tokens + lag
+        short = blocks * fit[0] + tokens * fit[1] if fit else 0.0
+        return short + long_tokens * self.prefill_rate.seconds_per_token
 
     @torch.inference_mode()
     def propose(self, jobs: list[tuple[object, list[int], int]]) -> list[list[int]]:
@@ -125,7 +201,6 @@ class DraftModel:
         keep = {seq.id for seq, _, _ in jobs}
         out: list[list[int]] = [[] for _ in jobs]
         live, feeds = [], []
-        chunk = self.cfg.max_batch_tokens
         for i, (seq, lead, n) in enumerate(jobs):
             if n <= 0:
                 continue
@@ -134,13 +209,11 @@ class DraftModel:
             # Graphs pad a feed to the verify block, and decoding writes n - 1 more positions.
             if not feed or not self._room(st, st.num_cached + len(feed) + n + self.cfg.verify_tokens, keep):
                 continue
-            while len(feed) > chunk:  # a long catch-up (a prompt) in prefill-sized chunks
-                self._forward([(st, feed[:chunk])], logits=False)
-                feed = feed[chunk:]
             live.append(i)
-            feeds.append((st, feed))
+            feeds.append([st, feed])
         if not live:
             return out
+        self._feed_ahead(feeds)
         for i, tok in zip(live, self._forward(feeds, logits=True)):
             out[i].append(tok)
         for seq, _, _ in jobs:  # the committed tokens fed so far, for sharing

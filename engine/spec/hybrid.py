@@ -18,7 +18,11 @@ step and sequence (drafter `hybrid`):
 * how many tokens d <= D the draft model writes this step (one batched forward per token, every
   sequence together) is chosen by expected throughput: committed tokens per second of the whole
   step, the target's cost from the engine's step-cost fit (engine/step_cost.py) plus the draft
-  model's own fit (seconds per draft forward against the tokens it feeds). While either fit is
+  model's own fit (seconds per draft forward against the tokens it feeds), plus what the model
+  must first read this step (the tokens committed since it last ran: a prompt, a long quote;
+  DraftModel.catch_up_seconds). The rule is myopic: a catch-up is charged to the step that pays
+  it, so after a long quote the model runs again when one step's gain covers it, or at a probe.
+  While either fit is
   warming up, d counts the model's tokens likelier accepted than not (alpha^k >= 1/2). The
   model runs only when its expected rate beats lookup alone by MIN_GAIN: the estimates are
   rough, and near break-even (a small CPU, where every fed token costs compute) a wrong call
@@ -180,11 +184,13 @@ class HybridDrafting:
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
         best, best_rate = 0, MIN_GAIN * base / (a + b * base_fed)
+        # What the model must read first (committed tokens it has not seen) is paid this step.
+        catch_up = self.model.catch_up_seconds([(p.seq, len(p.lookup) if p.lead == LOOKUP else 0) for p in plans])
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
             extra_fed = sum(min(d, p.room - len(p.lookup)) if p.lead == LOOKUP else min(d, p.room) - len(p.lookup)
                             for p in plans)
-            seconds = a + b * (base_fed + extra_fed) + d * (a_d + b_d * len(plans))
+            seconds = a + b * (base_fed + extra_fed) + d * (a_d + b_d * len(plans)) + catch_up
             if (base + gain) / seconds > best_rate:
                 best, best_rate = d, (base + gain) / seconds
         return best

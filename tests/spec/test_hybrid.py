@@ -193,6 +193,21 @@ def test_a_full_draft_cache_falls_back_to_lookup(engine):
     assert out == plain and stats.model_drafted == 0 and 0 < stats.accepted and stats.steps < len(plain)
 
 
+def test_catch_up_is_priced_from_the_measured_prefill_rate(engine):
+    """After the draft model has read prompts, a step that would make it read a sequence it has
+    not seen is priced at the measured seconds per token; one it is in sync with costs nothing."""
+    ids = engine.tokenizer.encode_chat(CHAT)
+    generate(engine, Request(ids, SamplingParams(max_tokens=8), drafter="draft"))
+    model, K = engine.hybrid.model, engine.cfg.verify_tokens
+    rate = model.prefill_rate.seconds_per_token
+    assert rate > 0
+    unseen = SimpleNamespace(id="unseen", tokens=list(range(300)))
+    assert model.catch_up_seconds([(unseen, 4)]) == pytest.approx((300 + 4 - K) * rate)
+    model.propose([(unseen, [], 1)])  # now it has read them
+    assert model.catch_up_seconds([(unseen, 0)]) == 0.0
+    model.release("unseen")
+
+
 def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
     plain = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=1024, max_num_seqs=2))
     assert plain.hybrid is None
@@ -212,12 +227,13 @@ def test_draft_length_follows_costs_and_acceptance():
     """The rule alone (engine/spec/hybrid.py): on a GPU-like cost (the target's step barely grows
     with fed tokens, a draft forward costs a tenth of a step) a well-accepted draft model writes
     all D tokens; on a small CPU (each fed token costs 40% of a step) with the same acceptance
-    it writes fewer; a draft model that is rarely right does not run."""
+    it writes fewer; a draft model that is rarely right does not run, nor one that must first
+    catch up on more than the step's gain is worth."""
     from engine.spec.hybrid import _Plan
     from engine.step_cost import StepCost
 
-    def d_for(a, b, a_d, b_d, alpha):
-        hybrid = HybridDrafting(SimpleNamespace(cost=None), draft_tokens=5)
+    def d_for(a, b, a_d, b_d, alpha, catch_up=0.0):
+        hybrid = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: catch_up), draft_tokens=5)
         hybrid.model.cost = cost = StepCost(min_samples=2)
         for n in (1, 4, 9):
             cost.observe(n, a_d + b_d * n)
@@ -228,3 +244,5 @@ def test_draft_length_follows_costs_and_acceptance():
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85) == 5
     assert 0 < d_for(a=0.12, b=0.05, a_d=0.01, b_d=0.005, alpha=0.85) < 5
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.05) == 0
+    # The same well-accepted model, but it must first read a 2k-token quote (20 ms): not this step.
+    assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85, catch_up=0.02) == 0
