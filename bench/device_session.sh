@@ -11,7 +11,7 @@
 #                                            it is not start's)
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, step05, step15, step7, pull05, spec60, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, step15, step7, pull05, spec60, kl, needle,
 # pull15, drafters, drafters60, concurrency, draft_tokens. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -33,6 +33,9 @@ job() {
   local t=timeout
   case $1 in
     kernels) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
+    kernels_engine) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels -k "engine_tokens or fused or tiles or graph" ;;
+    # Kernels per step of an older engine: its tree carried in .old/ (git archive), copied to /root/old.
+    before) $t 200 python3 $ROOT/old/count_before.py ;;
     step05) $t 420 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 1024 4096 16384 --no-hf --kernels --int8-head off on ;;
     step15) $t 240 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --contexts 4096 --no-hf --no-eager --no-checks --int8-head off on ;;
     step7) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-7b --contexts 4096 --no-hf --no-eager --no-checks ;;
