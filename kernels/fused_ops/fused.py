@@ -112,22 +112,30 @@ def _rope_heads(x_ptr, out_ptr, c1, c2, s1, s2, num_heads, stride_h, stride_oh, 
 
 
 @triton.jit
+def _rope_token(q_ptr, q_out_ptr, k_ptr, k_out_ptr, cos_ptr, sin_ptr, H, HKV, HALF,
+                stride_qh, stride_qoh, stride_kh, stride_koh,
+                BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    """One token's q and k heads (pointers at the token's rows); its cos/sin row [2 * HALF] is
+    loaded once, in halves, for every head."""
+    cols = tl.arange(0, BLOCK_HALF)[None, :]
+    mask = cols < HALF
+    c1 = tl.load(cos_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    c2 = tl.load(cos_ptr + HALF + cols, mask=mask, other=0.0).to(tl.float32)
+    s1 = tl.load(sin_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    s2 = tl.load(sin_ptr + HALF + cols, mask=mask, other=0.0).to(tl.float32)
+    _rope_heads(q_ptr, q_out_ptr, c1, c2, s1, s2, H, stride_qh, stride_qoh, HALF, BLOCK_H, BLOCK_HALF)
+    _rope_heads(k_ptr, k_out_ptr, c1, c2, s1, s2, HKV, stride_kh, stride_koh, HALF, BLOCK_HKV, BLOCK_HALF)
+
+
+@triton.jit
 def _rotary_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, H, HKV, HALF,
                    stride_qt, stride_qh, stride_kt, stride_kh, stride_cs,
                    stride_qot, stride_qoh, stride_kot, stride_koh,
                    BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_HALF)[None, :]
-    mask = cols < HALF
-    # The token's cos/sin row [2 * HALF], in halves, shared by every q and k head.
-    c1 = tl.load(cos_ptr + t * stride_cs + cols, mask=mask, other=0.0).to(tl.float32)
-    c2 = tl.load(cos_ptr + t * stride_cs + HALF + cols, mask=mask, other=0.0).to(tl.float32)
-    s1 = tl.load(sin_ptr + t * stride_cs + cols, mask=mask, other=0.0).to(tl.float32)
-    s2 = tl.load(sin_ptr + t * stride_cs + HALF + cols, mask=mask, other=0.0).to(tl.float32)
-    _rope_heads(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, c1, c2, s1, s2, H, stride_qh, stride_qoh,
-                HALF, BLOCK_H, BLOCK_HALF)
-    _rope_heads(k_ptr + t * stride_kt, k_out_ptr + t * stride_kot, c1, c2, s1, s2, HKV, stride_kh, stride_koh,
-                HALF, BLOCK_HKV, BLOCK_HALF)
+    _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_out_ptr + t * stride_kot,
+                cos_ptr + t * stride_cs, sin_ptr + t * stride_cs, H, HKV, HALF, stride_qh, stride_qoh, stride_kh,
+                stride_koh, BLOCK_H, BLOCK_HKV, BLOCK_HALF)
 
 
 def rotary_triton(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,16 +166,9 @@ def _rotary_to_cache_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, slot_ptr, q_o
     """One token: rope(q) to q_out, rope(k) and v straight into the cache rows of its slot."""
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t).to(tl.int64)
-    cols = tl.arange(0, BLOCK_HALF)[None, :]
-    mask = cols < HALF
-    c1 = tl.load(cos_ptr + t * stride_cs + cols, mask=mask, other=0.0).to(tl.float32)
-    c2 = tl.load(cos_ptr + t * stride_cs + HALF + cols, mask=mask, other=0.0).to(tl.float32)
-    s1 = tl.load(sin_ptr + t * stride_cs + cols, mask=mask, other=0.0).to(tl.float32)
-    s2 = tl.load(sin_ptr + t * stride_cs + HALF + cols, mask=mask, other=0.0).to(tl.float32)
-    _rope_heads(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, c1, c2, s1, s2, H, stride_qh, stride_qoh,
-                HALF, BLOCK_H, BLOCK_HALF)
-    _rope_heads(k_ptr + t * stride_kt, k_cache_ptr + slot * stride_ct, c1, c2, s1, s2, HKV, stride_kh, stride_ch,
-                HALF, BLOCK_HKV, BLOCK_HALF)
+    _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_cache_ptr + slot * stride_ct,
+                cos_ptr + t * stride_cs, sin_ptr + t * stride_cs, H, HKV, HALF, stride_qh, stride_qoh, stride_kh,
+                stride_ch, BLOCK_H, BLOCK_HKV, BLOCK_HALF)
     heads = tl.arange(0, BLOCK_HKV)[:, None]
     vcols = tl.arange(0, 2 * BLOCK_HALF)[None, :]
     vmask = (heads < HKV) & (vcols < 2 * HALF)
