@@ -108,6 +108,37 @@ def kernels_per_step(engine, context: int, k: int) -> dict[str, int]:
     return dict(names.most_common())
 
 
+def gpu_time_per_step(engine, context: int, k: int, reps: int = 20) -> dict[str, float]:
+    """Microseconds of GPU time per verify step by kernel family, as the engine runs the step
+    (CUDA graph replays when the engine has graphs; the profiler traces kernels inside graphs),
+    with `busy` (their sum) and `wall` (a step's median time) to show the gaps between kernels."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine.types import Request, SamplingParams
+
+    prompt = list(range(1, context + 1))
+    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
+    while seq.needs_prefill:
+        engine.step()
+    engine.scheduler.ensure_room(seq, len(seq) + k)
+    feed = [seq.tokens[-1]] + prompt[:k - 1]
+    wall = time_fn(lambda: engine.runner.verify([(seq, feed)]), reps)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            engine.runner.verify([(seq, feed)])
+        torch.cuda.synchronize()
+    engine.cancel(seq)
+    us: dict[str, float] = defaultdict(float)
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            us[_kernel_kind(e.name)] += e.device_time_total / reps
+    out = dict(sorted(us.items(), key=lambda kv: -kv[1]))
+    out["busy"], out["wall"] = sum(us.values()), wall * 1000
+    return out
+
+
 def _kernel_kind(name: str) -> str:
     """A kernel's family: gemm, triton kernel name, or the first words of an ATen kernel."""
     low = name.lower()
@@ -188,6 +219,8 @@ def main(argv=None) -> None:
                     help="paged attention implementations to time (EngineConfig.attention)")
     ap.add_argument("--no-checks", action="store_true", help="skip the graph-versus-eager checks")
     ap.add_argument("--kernels", action="store_true", help="CUDA: also count kernels per eager verify step")
+    ap.add_argument("--profile", action="store_true",
+                    help="CUDA: GPU time per kernel family of a step (K=16, first context), graphs and eager")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
     args = ap.parse_args(argv)
@@ -203,7 +236,7 @@ def main(argv=None) -> None:
     floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
     print(f"checks: {json.dumps(checks)}", flush=True)
-    rows, kernel_rows = [], []
+    rows, kernel_rows, profile_rows = [], [], []
     results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
     max_len = max(args.contexts) + 64
     variants = [(f"ours, CUDA graphs, {impl}", False, impl) for impl in args.attention]
@@ -225,6 +258,11 @@ def main(argv=None) -> None:
             counts = kernels_per_step(eng, args.contexts[0], 16)
             kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
             results.setdefault("kernels", {})[name] = counts
+        if args.profile and cuda:
+            prof = gpu_time_per_step(eng, args.contexts[0], 16)
+            profile_rows.append([name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
+                                 ", ".join(f"{n} {t:.0f}" for n, t in list(prof.items())[:8])])
+            results.setdefault("profile", {})[name] = prof
         del eng
         torch.cuda.empty_cache() if cuda else None
     if not args.no_hf:
@@ -242,6 +280,9 @@ def main(argv=None) -> None:
     if kernel_rows:
         print(f"\nKernels per eager verify step (K=16, context {args.contexts[0]}; a graph replays the same):\n")
         print(table(["engine", "kernels", "most launched"], kernel_rows))
+    if profile_rows:
+        print(f"\nGPU time per verify step, us (K=16, context {args.contexts[0]}; busy = kernels' sum, wall = step):\n")
+        print(table(["engine", "wall", "busy", "by kernel family"], profile_rows))
     save_json("step_time.json", results)
 
 
