@@ -23,7 +23,7 @@ import torch
 
 from bench.common import BENCH, header, histogram_text, load_dev, save_json, table
 from engine.config import EngineConfig
-from engine.engine import LLMEngine
+from engine.engine import LLMEngine, StepTimes
 from engine.loader.registry import resolve
 from engine.types import SamplingParams
 from engine.types import Request
@@ -59,6 +59,7 @@ def build_cases(tok, rows, margin: int = 64) -> list[dict]:
 
 
 def run_ours(engine: LLMEngine, cases: list[dict], drafter: str, k: int, use_prediction: bool) -> dict:
+    engine.step_times = StepTimes()
     outputs, hist, gen, steps, drafted, accepted, decode_s, total_s = {}, {}, 0, 0, 0, 0, 0.0, 0.0
     for c in cases:
         sources = dict(c["sources"])
@@ -81,7 +82,7 @@ def run_ours(engine: LLMEngine, cases: list[dict], drafter: str, k: int, use_pre
         decode_s += stats.seconds - stats.ttft_ms / 1000
     return {"outputs": outputs, "tokens": gen, "steps": steps, "hist": hist, "drafted": drafted,
             "accepted": accepted, "decode_s": decode_s, "total_s": total_s,
-            "decode_tok_s": (gen - len(cases)) / decode_s}
+            "decode_tok_s": (gen - len(cases)) / decode_s, "phases_us": engine.step_times.per_step_us()}
 
 
 def run_transformers(folder, cases: list[dict], device, dtype, lookup: int | None) -> dict:
@@ -246,6 +247,12 @@ def main(argv=None) -> None:
                  f"{len(cases)} dev cases, greedy, batch 1)"))
     print(table(["config", "tokens", "steps", "tokens/step", "draft acceptance", "decode tok/s", "total s",
                  f"same output as {ref_name}", "histogram (tokens/step:steps)"], table_rows))
+    phases = [[name, f"{r['decode_s'] / r['steps'] * 1e6:.0f}"] + [f"{v:.0f}" for v in r["phases_us"].values()]
+              for name, r in results.items() if r.get("phases_us") and r["steps"]]
+    if phases:
+        print("\nHost time per verify step, us (decode wall per step, then the engine's phases; "
+              "forward includes wait, the time blocked on the GPU):\n")
+        print(table(["config", "decode wall"] + list(StepTimes().per_step_us()), phases))
     prefix = Path(args.plot or BENCH / f"spec_decode_{cfg.torch_device.type}")
     for p in plot(results, prefix):
         print(f"chart: {p}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass, fields
 from typing import Iterator
 
 import torch
@@ -55,6 +56,25 @@ class EventCursor:
         return Event(seq.id, new, text, seq.is_finished, seq.finish_reason, seq.stats.snapshot())
 
 
+@dataclass
+class StepTimes:
+    """Host wall seconds of the engine's verify steps by phase (prefill steps are not counted):
+    `forward` stages the inputs, runs the graph or eager forward and waits for the greedy tokens,
+    `wait` being the part spent blocked on the GPU (ModelRunner.wait_seconds). What the GPU hides
+    is `wait`; the rest of a step is host work the GPU waits for."""
+
+    steps: int = 0
+    schedule: float = 0.0
+    forward: float = 0.0
+    wait: float = 0.0
+    accept: float = 0.0
+    postprocess: float = 0.0
+
+    def per_step_us(self) -> dict[str, float]:
+        n = max(self.steps, 1)
+        return {f.name: getattr(self, f.name) / n * 1e6 for f in fields(self) if f.name != "steps"}
+
+
 class LLMEngine:
     def __init__(self, cfg: EngineConfig | None = None, **overrides):
         self.runner = ModelRunner(cfg or EngineConfig.from_env(**overrides))
@@ -63,6 +83,7 @@ class LLMEngine:
         self.kv = self.runner.kv
         self.eos_ids = set(self.tokenizer.eos_ids) | set(self.runner.model_config.eos_token_ids)
         self.step_cost = StepCost()
+        self.step_times = StepTimes()
         self.draft_config = DraftConfig(min_match=self.cfg.min_match, max_match=self.cfg.max_match,
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
         self.hybrid = self._load_draft_model()
@@ -173,6 +194,7 @@ class LLMEngine:
     # ---- one step ---------------------------------------------------------------------------
     def step(self) -> None:
         """One engine step: run the scheduler's plan (a prefill or a verify step), accept, commit."""
+        t0 = time.perf_counter()
         plan = self.scheduler.schedule()
         if not plan.batch:
             return
@@ -181,9 +203,11 @@ class LLMEngine:
             self.scheduler.postprocess(plan)
             return
         t = time.perf_counter()
+        wait = self.runner.wait_seconds
         sampled = [not (seq.params.greedy and self.cfg.greedy_fast_path) for seq, _ in plan.batch]
         # One forward and one device-to-host copy for the whole batch; logits only for sampling.
         greedy_rows, logits = self.runner.verify(plan.batch, logits=any(sampled))
+        t2 = time.perf_counter()
         start, accepted = 0, []
         for (seq, feed), row, needs_probs in zip(plan.batch, greedy_rows, sampled):
             if needs_probs:
@@ -191,8 +215,16 @@ class LLMEngine:
             else:
                 accepted.append(accept_greedy(row, feed[1:]))
             start += len(feed)
-        self.step_cost.observe(start, time.perf_counter() - t)
+        t3 = time.perf_counter()
+        self.step_cost.observe(start, t3 - t)
         self.scheduler.postprocess(plan, accepted, self._commit)
+        times = self.step_times
+        times.steps += 1
+        times.schedule += t - t0
+        times.forward += t2 - t
+        times.wait += self.runner.wait_seconds - wait
+        times.accept += t3 - t2
+        times.postprocess += time.perf_counter() - t3
 
     def accept_sampled(self, seq: Sequence, logits: torch.Tensor, draft: list[int]) -> list[int]:
         """Verify `draft` against target logits [len(draft)+1, V] by sampling (engine/spec/verify.py);

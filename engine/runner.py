@@ -9,6 +9,7 @@ captured CUDA graph unless `enforce_eager` is set.
 
 from __future__ import annotations
 
+import time
 from itertools import accumulate
 
 import torch
@@ -51,6 +52,7 @@ class ModelRunner:
         # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its
         # target has); None = the whole vocabulary. Set before any graph is captured.
         self.vocab_limit: int | None = None
+        self.wait_seconds = 0.0  # host time blocked on the greedy tokens' copy (engine.StepTimes)
         self.graphs = None
         # int4 hands out its full-precision window on the host at each write, which a graph cannot replay.
         if self.device.type == "cuda" and not cfg.enforce_eager and cfg.kv_dtype != "int4":
@@ -123,7 +125,9 @@ class ModelRunner:
             hidden, keep = _rows(hidden, keep), None
             out = self.model.compute_logits(hidden)  # [T, V]
             tokens = self.model.greedy_from_logits(out, self.vocab_limit)
+        t = time.perf_counter()
         flat = tokens.tolist()  # the step's one device-to-host copy
+        self.wait_seconds += time.perf_counter() - t
         if keep is not None:
             flat = [flat[i] for i in keep]
         rows, start = [], 0
