@@ -17,8 +17,9 @@ it, the next catch-up feeds it.
 
 The costs the hybrid's rule prices (engine/spec/hybrid.py) are measured here: `cost` fits the
 seconds of a drafting forward (every feed within a verify block) against the tokens it feeds,
-`prefill_rate` the seconds per token of long catch-ups; `catch_up_seconds` estimates what a
-step's catch-ups will cost before it runs them.
+`prefill_cost` fits the seconds of a long catch-up's forward (eager, a prefill chunk) the same
+way, so its fixed cost (on a GPU the Python launches of an eager forward, ~10 graph replays) is
+priced too; `catch_up_seconds` estimates what a step's catch-ups will cost before it runs them.
 
 Rollback is a length change, as for the target: the next call keeps the longest prefix of what the
 draft cache was fed that the target committed, and overwrites the rest.
@@ -71,21 +72,6 @@ class DraftSequence:
         del self.tokens[i:]
 
 
-class PrefillRate:
-    """Decayed seconds per token of the draft model's long catch-ups (0 until one is measured)."""
-
-    def __init__(self, decay: float = 0.9):
-        self.decay, self.seconds, self.tokens = decay, 0.0, 0
-
-    def observe(self, tokens: int, seconds: float) -> None:
-        self.seconds = self.decay * self.seconds + seconds
-        self.tokens = self.decay * self.tokens + tokens
-
-    @property
-    def seconds_per_token(self) -> float:
-        return self.seconds / self.tokens if self.tokens else 0.0
-
-
 class DraftModel:
     """The draft model and its per-sequence caches; see the module docstring."""
 
@@ -104,7 +90,7 @@ class DraftModel:
         self.blocks = self.runner.kv.blocks
         self.states: dict[str, DraftSequence] = {}
         self.cost = StepCost()  # seconds per drafting forward against the tokens it feeds
-        self.prefill_rate = PrefillRate()  # seconds per token of long catch-ups
+        self.prefill_cost = StepCost(min_samples=2)  # seconds per long catch-up forward against its tokens
 
     def release(self, seq_id: str) -> None:
         st = self.states.pop(seq_id, None)
@@ -149,7 +135,7 @@ class DraftModel:
         if all(len(f) <= self.cfg.verify_tokens for _, f in batch):
             self.cost.observe(fed, seconds)
         else:
-            self.prefill_rate.observe(fed, seconds)
+            self.prefill_cost.observe(fed, seconds)
         for st, feed in batch:
             st.tokens.extend(feed)
             st.num_cached += len(feed)
@@ -178,21 +164,20 @@ class DraftModel:
     def catch_up_seconds(self, jobs: list[tuple[object, int]]) -> float:
         """Estimated seconds `_feed_ahead` will take for these (sequence, lead length) jobs: short
         catch-ups at the drafting forward's fitted cost a verify block at a time (all jobs
-        together), long ones at the measured prefill rate (0 before any was measured)."""
-        K = self.cfg.verify_tokens
-        fit = self.cost.fit()
-        blocks = tokens = long_tokens = 0
+        together), long ones at the prefill fit, one forward per chunk (either 0 until fitted)."""
+        K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
+        fit, prefill = self.cost.fit(), self.prefill_cost.fit()
+        blocks = tokens = long_seconds = 0.0
         for seq, lead in jobs:
             st = self.states.get(seq.id)
             lag = len(seq.tokens) + lead - (st.common_prefix(seq.tokens) if st else 0) - K
             if lag <= 0:
                 continue
             if self.runner.graphs is None or lag > (GRAPH_CATCH_UP_BLOCKS - 1) * K:
-                long_tokens += lag
+                long_seconds += -(-lag // chunk) * prefill[0] + lag * prefill[1] if prefill else 0.0
             else:
                 blocks, tokens = max(blocks, -(-lag // K)), tokens + lag
-        short = blocks * fit[0] + tokens * fit[1] if fit else 0.0
-        return short + long_tokens * self.prefill_rate.seconds_per_token
+        return (blocks * fit[0] + tokens * fit[1] if fit else 0.0) + long_seconds
 
     @torch.inference_mode()
     def propose(self, jobs: list[tuple[object, list[int], int]]) -> list[list[int]]:

@@ -193,19 +193,24 @@ def test_a_full_draft_cache_falls_back_to_lookup(engine):
     assert out == plain and stats.model_drafted == 0 and 0 < stats.accepted and stats.steps < len(plain)
 
 
-def test_catch_up_is_priced_from_the_measured_prefill_rate(engine):
-    """After the draft model has read prompts, a step that would make it read a sequence it has
-    not seen is priced at the measured seconds per token; one it is in sync with costs nothing."""
-    ids = engine.tokenizer.encode_chat(CHAT)
-    generate(engine, Request(ids, SamplingParams(max_tokens=8), drafter="draft"))
+def test_catch_up_is_priced_from_the_measured_prefill_cost(engine):
+    """A step that would make the draft model read a sequence it has not seen is priced by the
+    prefill fit: a fixed cost per forward (on a GPU the launches of an eager forward) plus a cost
+    per token; a sequence it is in sync with costs nothing."""
+    from engine.step_cost import StepCost
+
     model, K = engine.hybrid.model, engine.cfg.verify_tokens
-    rate = model.prefill_rate.seconds_per_token
-    assert rate > 0
-    unseen = SimpleNamespace(id="unseen", tokens=list(range(300)))
-    assert model.catch_up_seconds([(unseen, 4)]) == pytest.approx((300 + 4 - K) * rate)
-    model.propose([(unseen, [], 1)])  # now it has read them
-    assert model.catch_up_seconds([(unseen, 0)]) == 0.0
-    model.release("unseen")
+    measured, model.prefill_cost = model.prefill_cost, StepCost(min_samples=2)
+    try:
+        for n in (100, 1000):  # 12 ms a forward plus 10 us a token
+            model.prefill_cost.observe(n, 0.012 + n * 1e-5)
+        unseen = SimpleNamespace(id="unseen", tokens=list(range(300)))
+        assert model.catch_up_seconds([(unseen, 4)]) == pytest.approx(0.012 + (300 + 4 - K) * 1e-5)
+        model.propose([(unseen, [], 1)])  # now it has read them
+        assert model.catch_up_seconds([(unseen, 0)]) == 0.0
+    finally:
+        model.release("unseen")
+        model.prefill_cost = measured
 
 
 def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
