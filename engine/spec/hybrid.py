@@ -27,8 +27,11 @@ step and sequence (drafter `hybrid`):
   model runs only when its expected rate beats lookup alone by MIN_GAIN: the estimates are
   rough, and near break-even (a small CPU, where every fed token costs compute) a wrong call
   loses more than a right one wins. When the
-  rule says d = 0, every PROBE_EVERY-th step still drafts one token, so the estimate follows a
-  workload that changes (a chat turns into code the model can guess).
+  rule says d = 0, a probe still drafts one token now and then, so the estimate follows a
+  workload that changes (a chat turns into code the model can guess): once the steps since the
+  last probe have taken PROBE_SHARE of their time what the probe will cost (its catch-up
+  included: after a long quote, an eager prefill of the model many times a verify step), or
+  every PROBE_EVERY-th step while the costs are not measured yet.
 
 Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
 Verification is unchanged: a drafted token is only a proposal, so outputs are exactly those of
@@ -49,6 +52,7 @@ DEFAULT_DRAFT_TOKENS = 5
 # model, lookup filling after the model's tokens.
 LOOKUP, QUOTE, MODEL, FILL = "lookup", "quote", "model", "fill"
 PROBE_EVERY = 16
+PROBE_SHARE = 0.05
 MIN_GAIN = 1.05
 
 
@@ -143,7 +147,7 @@ class HybridDrafting:
                 plans.append((i, _Plan(seq, room, LOOKUP, draft, gains)))
         d = self._choose_d([p for _, p in plans], lookup_drafts, target_fit)
         self.steps += bool(plans)
-        if d == 0 and plans and self.steps % PROBE_EVERY == 0:
+        if d == 0 and plans and self._probe_due([p for _, p in plans], lookup_drafts, target_fit):
             d = 1
         jobs = []
         for i, p in plans:
@@ -171,6 +175,23 @@ class HybridDrafting:
                     p.add(FILL, seq.drafter.peek(tail + p.tokens, room))
         return proposals
 
+    def _catch_up(self, plans: list[_Plan]) -> float:
+        """Seconds the model must first spend reading what it has not seen (paid by this step)."""
+        return self.model.catch_up_seconds([(p.seq, len(p.lookup) if p.lead == LOOKUP else 0) for p in plans])
+
+    def _probe_due(self, plans: list[_Plan], lookup_drafts: list[list[int]],
+                   target_fit: tuple[float, float] | None) -> bool:
+        """Whether this step, where the rule chose d = 0, drafts one token anyway (module docstring)."""
+        draft_fit = self.model.cost.fit()
+        if target_fit is None or draft_fit is None:
+            return self.steps % PROBE_EVERY == 0
+        (a, b), (a_d, b_d) = target_fit, draft_fit
+        self.unprobed_seconds += a + b * sum(1 + len(dr) for dr in lookup_drafts)
+        if self._catch_up(plans) + a_d + b_d * len(plans) > PROBE_SHARE * self.unprobed_seconds:
+            return False
+        self.unprobed_seconds = 0.0
+        return True
+
     def _choose_d(self, plans: list[_Plan], lookup_drafts: list[list[int]],
                   target_fit: tuple[float, float] | None) -> int:
         """The d in [0, D] that maximizes the step's expected committed tokens per second."""
@@ -184,8 +205,7 @@ class HybridDrafting:
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
         best, best_rate = 0, MIN_GAIN * base / (a + b * base_fed)
-        # What the model must read first (committed tokens it has not seen) is paid this step.
-        catch_up = self.model.catch_up_seconds([(p.seq, len(p.lookup) if p.lead == LOOKUP else 0) for p in plans])
+        catch_up = self._catch_up(plans)
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
             extra_fed = sum(min(d, p.room - len(p.lookup)) if p.lead == LOOKUP else min(d, p.room) - len(p.lookup)
@@ -198,7 +218,8 @@ class HybridDrafting:
     def reset(self) -> None:
         """Forget the acceptance and cost estimates (benchmarks start each configuration cold)."""
         self.rates = {LOOKUP: Acceptance(prior=0.5), MODEL: Acceptance(prior=0.6)}
-        self.steps = 0
+        self.steps = 0  # steps that had sequences to draft for
+        self.unprobed_seconds = 0.0  # estimated seconds of the d = 0 steps since the last probe
         self.model.cost = StepCost()
 
     def observe(self, proposal: Proposal, fed: int, committed: list[int]) -> tuple[int, int]:

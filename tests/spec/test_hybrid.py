@@ -251,3 +251,32 @@ def test_draft_length_follows_costs_and_acceptance():
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.05) == 0
     # The same well-accepted model, but it must first read a 2k-token quote (20 ms): not this step.
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85, catch_up=0.02) == 0
+
+
+def test_probes_spend_a_bounded_share_of_the_time():
+    """When the rule declines the model, a probe still drafts one token now and then; with the
+    costs measured, probes spend at most PROBE_SHARE of the steps' time: one that must first read
+    a long quote (an eager prefill, 20 verify steps' worth) waits far longer than one in sync."""
+    from engine.spec.hybrid import PROBE_EVERY, PROBE_SHARE, _Plan
+    from engine.step_cost import StepCost
+
+    def probes(catch_up: float, steps: int = 2000) -> int:
+        hybrid = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: catch_up))
+        hybrid.model.cost = cost = StepCost(min_samples=2)
+        for n in (1, 4):
+            cost.observe(n, 0.001 + 1e-5 * n)  # a draft forward: half a verify step
+        plans = [_Plan(None, 15, LOOKUP, [1, 2], [0.0] * 6)]
+        return sum(hybrid._probe_due(plans, [[1, 2]], (0.002, 1e-5)) for _ in range(steps))
+
+    step = 0.002 + 3e-5
+    assert probes(0.0) == pytest.approx(2000 * step * PROBE_SHARE / 0.00101, rel=0.1)
+    assert probes(0.04) == pytest.approx(2000 * step * PROBE_SHARE / 0.04101, rel=0.25)
+    assert probes(0.04) < 2000 / PROBE_EVERY / 10
+    # Before the costs are measured: every PROBE_EVERY-th step.
+    cold = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: 0.0))
+    cold.model.cost = StepCost()
+    plans, due = [_Plan(None, 15, LOOKUP, [1], [0.0] * 6)], 0
+    for _ in range(64):
+        cold.steps += 1  # as propose() counts them
+        due += cold._probe_due(plans, [[1]], (0.002, 1e-5))
+    assert due == 64 // PROBE_EVERY
