@@ -14,6 +14,7 @@ over at once (`_Inputs`), so a greedy verify step is one copy in, the graph, one
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from engine.models.transformer import AttentionMetadata
@@ -51,38 +52,53 @@ class _Inputs:
     """Every graph's inputs (ids, positions, slot mapping, slot tables, query positions) live in one
     int64 device buffer, staged in one pinned host buffer: a replay is one host-to-device copy
     and no other kernel. Graphs replay one at a time, so they share both buffers; each lays its
-    inputs out from the start."""
+    inputs out from the start. The host side is written through numpy, straight from each
+    sequence's block table (a step's host time is part of its latency)."""
 
-    def __init__(self, max_batch: int, max_tq: int, max_width: int, device, scratch_slot: int):
+    def __init__(self, max_batch: int, max_tq: int, max_width: int, device, scratch_slot: int, block_size: int):
         size = max_batch * (4 * max_tq + max_width)
+        cuda = torch.device(device).type == "cuda"  # elsewhere only for the layout's CPU test
         self.device_buf = torch.zeros(size, dtype=torch.long, device=device)
-        self.host_buf = torch.zeros(size, dtype=torch.long, pin_memory=True)
-        self.copied = torch.cuda.Event()
-        self.scratch_slot = scratch_slot
+        self.host_buf = torch.zeros(size, dtype=torch.long, pin_memory=cuda)
+        self.host = self.host_buf.numpy()
+        self.copied = torch.cuda.Event() if cuda else None
+        self.scratch_slot, self.block_size = scratch_slot, block_size
+        self.in_block = np.arange(block_size)
 
     @staticmethod
-    def _split(buf: torch.Tensor, B: int, Tq: int, width: int):
+    def _split(buf, B: int, Tq: int, width: int):
+        """(ids, positions, slot mapping, slot tables [B, width], query positions [B, Tq]) views of
+        `buf` (a torch tensor or a numpy array)."""
         n = B * Tq
-        ids, pos, slots, tables, q_pos = buf[: 4 * n + B * width].split([n, n, n, B * width, n])
-        return ids, pos, slots, tables.view(B, width), q_pos.view(B, Tq)
+        ids, pos, slots = buf[:n], buf[n : 2 * n], buf[2 * n : 3 * n]
+        tables = buf[3 * n : 3 * n + B * width].reshape(B, width)
+        q_pos = buf[3 * n + B * width : 4 * n + B * width].reshape(B, Tq)
+        return ids, pos, slots, tables, q_pos
 
     def views(self, B: int, Tq: int, width: int, device):
         return self._split(self.device_buf, B, Tq, width)
 
-    def stage(self, graph: _Graph, ids, positions, meta: AttentionMetadata) -> None:
-        """Lay out a batch of up to B sequences (host tensors) for `graph` and copy it over; rows
+    def stage(self, graph: _Graph, batch) -> None:
+        """Lay out `batch` (sequence, feed of exactly Tq tokens) for `graph` and copy it over; rows
         past the batch are idle (token 0 at position 0, written to the scratch slot)."""
-        self.copied.synchronize()  # the last copy has read the host buffer
-        T, b = ids.numel(), meta.slot_tables.shape[0]
-        h_ids, h_pos, h_slots, h_tables, h_qpos = self._split(self.host_buf, graph.B, graph.Tq, graph.width)
-        h_ids[:T], h_pos[:T], h_slots[:T] = ids, positions, meta.slot_mapping
-        h_ids[T:], h_pos[T:] = 0, 0
-        h_slots[T:] = self.scratch_slot
-        h_tables[:b], h_qpos[:b] = meta.slot_tables, meta.q_positions
-        h_tables[b:], h_qpos[b:] = 0, 0
-        n = 4 * graph.B * graph.Tq + graph.B * graph.width
+        if self.copied is not None:
+            self.copied.synchronize()  # the last copy has read the host buffer
+        B, Tq, width, bs = graph.B, graph.Tq, graph.width, self.block_size
+        ids, pos, slots, tables, q_pos = self._split(self.host, B, Tq, width)
+        for i, (seq, feed) in enumerate(batch):
+            table = np.asarray(seq.block_table, dtype=np.int64)
+            p = np.arange(seq.num_cached, seq.num_cached + Tq)
+            rows = slice(i * Tq, (i + 1) * Tq)
+            ids[rows], pos[rows], q_pos[i] = feed, p, p
+            slots[rows] = table[p // bs] * bs + p % bs  # IndexError, not a stray write, past the table
+            row = (table[: -(-width // bs), None] * bs + self.in_block).ravel()[:width]
+            tables[i, : len(row)], tables[i, len(row) :] = row, 0
+        T = len(batch) * Tq
+        ids[T:], pos[T:], slots[T:], tables[len(batch) :], q_pos[len(batch) :] = 0, 0, self.scratch_slot, 0, 0
+        n = 4 * B * Tq + B * width
         self.device_buf[:n].copy_(self.host_buf[:n], non_blocking=True)
-        self.copied.record()
+        if self.copied is not None:
+            self.copied.record()
 
 
 class GraphRunner:
@@ -94,7 +110,8 @@ class GraphRunner:
         self.pool = torch.cuda.graph_pool_handle()
         scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
         max_width = -(-(runner.cfg.max_model_len + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP
-        self.inputs = _Inputs(self.max_batch, self.verify_tokens, max_width, runner.device, scratch_slot)
+        self.inputs = _Inputs(self.max_batch, self.verify_tokens, max_width, runner.device, scratch_slot,
+                              runner.kv.block_size)
 
     def capture(self, batch_sizes: list[int], max_context: int) -> int:
         """Capture every graph that steps of these batch sizes up to `max_context` will need, so
@@ -125,7 +142,7 @@ class GraphRunner:
         if key not in self.graphs:
             self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.inputs)
         graph = self.graphs[key]
-        self.inputs.stage(graph, *self.runner.prepare(padded, width=width, device="cpu"))
+        self.inputs.stage(graph, padded)
         graph.graph.replay()
         hidden, tokens = graph.hidden[: len(padded) * Tq], graph.tokens[: len(padded) * Tq]
         if Tq == 1 or all(len(f) == Tq for _, f in batch):

@@ -74,9 +74,9 @@ class ModelRunner:
         # At least one full-context sequence with its longest verify block (64 positions).
         return max(self.cfg.max_model_len + 64, min(want, CPU_KV_BUDGET_BYTES // per_token))
 
-    def prepare(self, batch: list[tuple[Sequence, list[int]]], width: int | None = None, device=None):
-        """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed), on `device`
-        (default the model's; CUDA graphs stage them from the host)."""
+    def prepare(self, batch: list[tuple[Sequence, list[int]]]):
+        """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed) for an eager
+        forward (a CUDA graph stages its own: engine/cuda_graphs.py)."""
         bs = self.cfg.block_size
         ids, positions, slots, q_lens, ctx_lens = [], [], [], [], []
         for seq, feed in batch:
@@ -87,12 +87,12 @@ class ModelRunner:
             slots.extend(seq.block_table[p // bs] * bs + p % bs for p in pos)
             q_lens.append(len(feed))
             ctx_lens.append(start + len(feed))
-        width = width or max(ctx_lens)
+        width = max(ctx_lens)
         max_q = max(q_lens)
         q_pos = torch.zeros(len(batch), max_q, dtype=torch.long)
         for i, (seq, feed) in enumerate(batch):
             q_pos[i] = torch.arange(seq.num_cached, seq.num_cached + max_q)
-        dev = device or self.device
+        dev = self.device
         meta = AttentionMetadata(
             slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev),
             slot_tables=self.kv.slot_tables([s.block_table for s, _ in batch], width, dev),
