@@ -11,7 +11,7 @@
 #                                            it is not start's)
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, step15, step7, profile, pull05, spec60, apply60, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, profile, pull05, spec60, apply60, kl, needle,
 # pull15, drafters, drafters60, concurrency, draft_tokens. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -39,6 +39,8 @@ job() {
     step05) $t 420 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 1024 4096 16384 --no-hf --kernels --int8-head off on ;;
     step15) $t 240 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --contexts 4096 --no-hf --no-eager --no-checks --int8-head off on ;;
     step7) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-7b --contexts 4096 --no-hf --no-eager --no-checks ;;
+    # One shape, one context: graph step times and the graph-versus-eager checks (batch of three included).
+    check05) $t 240 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager ;;
     # GPU time per kernel family of a graph replay (and of an eager step for the 0.5B), all three shapes at 4k.
     profile)
       $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-checks --profile
