@@ -11,7 +11,9 @@ caching (every drafter pays the same prefill), every configuration started with 
       the document is the lookup source);
   (d) chat: coding questions without context.
 Reported per workload and drafter: tokens per step (histogram), the draft model's acceptance,
-decode tok/s, TTFT, and whether every output equals plain decoding.
+decode tok/s, TTFT, and whether every output equals plain decoding; then the host time of a verify
+step by phase (the drafters' work is in `schedule`) and, for the drafters with a model, the steps
+where it ran and its wall time against what the hybrid's rule priced it at.
 
     python -m bench.drafters [--model qwen2.5-coder-1.5b] [--draft-model qwen2.5-coder-0.5b]
         [--limit 2] [--max-tokens 128] [--workloads apply instruction rag chat]
@@ -20,13 +22,13 @@ decode tok/s, TTFT, and whether every output equals plain decoding.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from bench.common import header, histogram_text, load_dev, save_json, table
 from bench.rag import build_document
 from bench.spec_decode import build_cases
 from engine.config import EngineConfig
-from engine.engine import LLMEngine
+from engine.engine import LLMEngine, StepTimes
 from engine.loader.registry import PRESETS
 from engine.rag import rag_request
 from engine.types import Request, SamplingParams
@@ -73,6 +75,7 @@ def run(engine: LLMEngine, prompts: list[tuple[str, Request]], drafter: str) -> 
     hist: dict[int, int] = {}
     outputs = []
     engine.reset_estimates()  # each configuration starts cold: no estimate carried over
+    engine.step_times = StepTimes()
     for _, req in prompts:
         r = replace(req, drafter=drafter, verify_tokens=1 if drafter == "none" else None)
         ids = []
@@ -92,7 +95,9 @@ def run(engine: LLMEngine, prompts: list[tuple[str, Request]], drafter: str) -> 
     return {"tokens": tokens, "steps": steps, "per_step": tokens / max(1, steps), "drafted": drafted,
             "model_drafted": m_drafted, "model_accepted": m_accepted,
             "decode_tok_s": (tokens - len(prompts)) / decode_s if decode_s else 0.0,
-            "ttft_ms": ttft / len(prompts), "hist": dict(sorted(hist.items())), "outputs": outputs}
+            "ttft_ms": ttft / len(prompts), "hist": dict(sorted(hist.items())), "outputs": outputs,
+            "decode_s": decode_s, "phases_us": engine.step_times.per_step_us(),
+            "hybrid": asdict(engine.hybrid.stats) if engine.hybrid is not None else None}
 
 
 def main(argv=None) -> None:
@@ -126,6 +131,18 @@ def main(argv=None) -> None:
                  f"{args.limit} prompts each, max_tokens {args.max_tokens})"))
     print(table(["workload", "drafter", "tokens", "steps", "tokens/step", "model drafts accepted", "decode tok/s",
                  "TTFT ms", "same output as plain", "histogram (tokens/step:steps)"], rows))
+    phases = [[*key.split("/"), f"{r['decode_s'] / r['steps'] * 1e6:.0f}", *(f"{v:.0f}" for v in r["phases_us"].values())]
+              for key, r in results.items() if r["steps"]]
+    print("\nHost time per verify step, us (decode wall per step, then the engine's phases; schedule includes "
+          "the drafters, forward the wait on the GPU):\n")
+    print(table(["workload", "drafter", "decode wall"] + list(StepTimes().per_step_us()), phases))
+    model = [[*key.split("/"), h["steps"], h["model_steps"], h["probes"], f"{h['model_seconds']:.2f}",
+              f"{h['priced_seconds']:.2f}", f"{h['model_seconds'] / r['decode_s']:.0%}" if r["decode_s"] else ""]
+             for key, r in results.items() if (h := r["hybrid"]) and key.split("/")[1] in ("draft", "hybrid")]
+    if model:
+        print("\nThe draft model's work (steps planned, steps it ran in, probes among them; its wall seconds "
+              "against the rule's price, catch-ups included; its share of the decode time):\n")
+        print(table(["workload", "drafter", "steps", "model steps", "probes", "model s", "priced s", "share"], model))
     for r in results.values():
         del r["outputs"]
     save_json(f"drafters_{cfg.torch_device.type}.json", results)

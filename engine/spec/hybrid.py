@@ -40,6 +40,7 @@ plain decoding (greedy) or of the target's distribution (sampled).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from engine.spec.draft_model import DraftModel
@@ -109,6 +110,19 @@ class Proposal:
 
 
 @dataclass
+class HybridStats:
+    """What the drafter did since the last reset (bench/drafters.py prints it): steps it planned,
+    those where the draft model ran (probes among them), and the wall seconds of the model's
+    proposals against what the rule priced them at (catch-ups included)."""
+
+    steps: int = 0
+    model_steps: int = 0
+    probes: int = 0
+    model_seconds: float = 0.0
+    priced_seconds: float = 0.0
+
+
+@dataclass
 class _Plan:
     seq: object
     room: int
@@ -145,10 +159,12 @@ class HybridDrafting:
                 left = room - len(draft)
                 gains = [a_l ** len(draft) * expected_commits(a_m, min(d, left)) for d in range(self.max_draft + 1)]
                 plans.append((i, _Plan(seq, room, LOOKUP, draft, gains)))
-        d = self._choose_d([p for _, p in plans], lookup_drafts, target_fit)
-        self.steps += bool(plans)
+        d, priced = self._choose_d([p for _, p in plans], lookup_drafts, target_fit)
+        stats = self.stats
+        stats.steps += bool(plans)
         if d == 0 and plans and self._probe_due([p for _, p in plans], lookup_drafts, target_fit):
-            d = 1
+            d, priced = 1, self._probe_seconds([p for _, p in plans])
+            stats.probes += 1
         jobs = []
         for i, p in plans:
             if d == 0 or (p.lead == MODEL and p.gain_per_d[d] <= 0):
@@ -161,7 +177,12 @@ class HybridDrafting:
                 proposals[i].displaced = p.lookup
                 jobs.append((i, (p.seq, [], min(d, p.room))))
         if jobs:
-            for (i, (seq, lead, _)), tokens in zip(jobs, self.model.propose([job for _, job in jobs])):
+            t = time.perf_counter()
+            drafts = self.model.propose([job for _, job in jobs])
+            stats.model_steps += 1
+            stats.model_seconds += time.perf_counter() - t
+            stats.priced_seconds += priced
+            for (i, (seq, lead, _)), tokens in zip(jobs, drafts):
                 p = proposals[i]
                 if not tokens and p.displaced:  # no room in the draft cache: lookup's draft after all
                     p.add(LOOKUP, p.displaced)
@@ -179,46 +200,53 @@ class HybridDrafting:
         """Seconds the model must first spend reading what it has not seen (paid by this step)."""
         return self.model.catch_up_seconds([(p.seq, len(p.lookup) if p.lead == LOOKUP else 0) for p in plans])
 
+    def _probe_seconds(self, plans: list[_Plan]) -> float:
+        """Priced seconds of a probe: the catch-up, then one drafting forward for every plan."""
+        fit = self.model.cost.fit()
+        return self._catch_up(plans) + (fit[0] + fit[1] * len(plans) if fit else 0.0)
+
     def _probe_due(self, plans: list[_Plan], lookup_drafts: list[list[int]],
                    target_fit: tuple[float, float] | None) -> bool:
         """Whether this step, where the rule chose d = 0, drafts one token anyway (module docstring)."""
         draft_fit = self.model.cost.fit()
         if target_fit is None or draft_fit is None:
-            return self.steps % PROBE_EVERY == 0
-        (a, b), (a_d, b_d) = target_fit, draft_fit
+            return self.stats.steps % PROBE_EVERY == 0
+        a, b = target_fit
         self.unprobed_seconds += a + b * sum(1 + len(dr) for dr in lookup_drafts)
-        if self._catch_up(plans) + a_d + b_d * len(plans) > PROBE_SHARE * self.unprobed_seconds:
+        if self._probe_seconds(plans) > PROBE_SHARE * self.unprobed_seconds:
             return False
         self.unprobed_seconds = 0.0
         return True
 
     def _choose_d(self, plans: list[_Plan], lookup_drafts: list[list[int]],
-                  target_fit: tuple[float, float] | None) -> int:
-        """The d in [0, D] that maximizes the step's expected committed tokens per second."""
+                  target_fit: tuple[float, float] | None) -> tuple[int, float]:
+        """The d in [0, D] that maximizes the step's expected committed tokens per second, and the
+        seconds it adds to the step as priced (0 while the costs are not measured)."""
         if not plans:
-            return 0
+            return 0, 0.0
         draft_fit = self.model.cost.fit()
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
         if target_fit is None or draft_fit is None:  # no costs yet: the tokens likelier accepted than not
-            return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5)
+            return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5), 0.0
         (a, b), (a_d, b_d) = target_fit, draft_fit
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
-        best, best_rate = 0, MIN_GAIN * base / (a + b * base_fed)
+        best, best_rate, priced = 0, MIN_GAIN * base / (a + b * base_fed), 0.0
         catch_up = self._catch_up(plans)
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
             extra_fed = sum(min(d, p.room - len(p.lookup)) if p.lead == LOOKUP else min(d, p.room) - len(p.lookup)
                             for p in plans)
-            seconds = a + b * (base_fed + extra_fed) + d * (a_d + b_d * len(plans)) + catch_up
+            model_seconds = d * (a_d + b_d * len(plans)) + catch_up
+            seconds = a + b * (base_fed + extra_fed) + model_seconds
             if (base + gain) / seconds > best_rate:
-                best, best_rate = d, (base + gain) / seconds
-        return best
+                best, best_rate, priced = d, (base + gain) / seconds, model_seconds
+        return best, priced
 
     def reset(self) -> None:
         """Forget the acceptance and cost estimates (benchmarks start each configuration cold)."""
         self.rates = {LOOKUP: Acceptance(prior=0.5), MODEL: Acceptance(prior=0.6)}
-        self.steps = 0  # steps that had sequences to draft for
+        self.stats = HybridStats()
         self.unprobed_seconds = 0.0  # estimated seconds of the d = 0 steps since the last probe
         self.model.cost = StepCost()
 

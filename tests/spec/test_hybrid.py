@@ -244,7 +244,7 @@ def test_draft_length_follows_costs_and_acceptance():
             cost.observe(n, a_d + b_d * n)
         hybrid.rates[MODEL] = Acceptance(prior=alpha, weight=1e6)
         gains = [expected_commits(alpha, d) for d in range(6)]
-        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], (a, b))
+        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], (a, b))[0]
 
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85) == 5
     assert 0 < d_for(a=0.12, b=0.05, a_d=0.01, b_d=0.005, alpha=0.85) < 5
@@ -277,6 +277,6 @@ def test_probes_spend_a_bounded_share_of_the_time():
     cold.model.cost = StepCost()
     plans, due = [_Plan(None, 15, LOOKUP, [1], [0.0] * 6)], 0
     for _ in range(64):
-        cold.steps += 1  # as propose() counts them
+        cold.stats.steps += 1  # as propose() counts them
         due += cold._probe_due(plans, [[1]], (0.002, 1e-5))
     assert due == 64 // PROBE_EVERY
