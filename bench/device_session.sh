@@ -12,7 +12,7 @@
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, profile, pull05, spec60, apply60, kl, needle,
-# pull15, drafters, drafters60, concurrency, draft_tokens. bench/device_run.sh is the one-call form of the same.
+# pull15, drafters, drafters_lh, drafters60, concurrency, draft_tokens. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -55,6 +55,7 @@ job() {
     # Eager for every format (int4 runs without graphs anyway), and no capture of ~128 graphs per engine.
     needle) EDITAPPLY_ENFORCE_EAGER=1 $t 420 python3 -m bench.needle ;;
     drafters) $t 480 python3 -m bench.drafters --limit 8 --max-tokens 256 ;;
+    drafters_lh) $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters lookup hybrid ;;
     drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup hybrid ;;
     concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;

@@ -53,6 +53,14 @@ class StepCost:
             return None
         return a, b
 
+    def fit_or_flat(self) -> tuple[float, float] | None:
+        """The fit, or while none holds (one size seen, or no slope: a cost that does not grow
+        with the tokens, such as a launch-bound forward) the mean seconds per step as a flat
+        cost (a, 0); None before any step."""
+        if (fit := self.fit()) is not None or not self.w:
+            return fit
+        return self.sy / self.w, 0.0
+
 
 def acceptance_rate(accepted: int, rejections: int, prior: float = 0.8, weight: float = 2.0) -> float:
     """Per-token acceptance estimate under the geometric model: successes / (successes + failures),

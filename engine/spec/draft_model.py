@@ -20,6 +20,8 @@ seconds of a drafting forward (every feed within a verify block) against the tok
 `prefill_cost` fits the seconds of a long catch-up's forward (eager, a prefill chunk) the same
 way, so its fixed cost (on a GPU the Python launches of an eager forward, ~10 graph replays) is
 priced too; `catch_up_seconds` estimates what a step's catch-ups will cost before it runs them.
+A forward without logits is timed to the end of its GPU work (a synchronize on CUDA): timing
+only its launches priced a 2k-token catch-up at a few launches, and a fit without slope at none.
 
 Rollback is a length change, as for the target: the next call keeps the longest prefix of what the
 draft cache was fed that the target committed, and overwrites the rest.
@@ -131,6 +133,8 @@ class DraftModel:
             tokens = [row[0] for row in self.runner.verify(batch, last_only=True)[0]]
         else:
             self.runner.forward(batch, logits=False)
+            if self.runner.device.type == "cuda":  # its seconds on the GPU too, not only the launches
+                torch.cuda.synchronize(self.runner.device)
         fed, seconds = sum(len(f) for _, f in batch), time.perf_counter() - t
         if all(len(f) <= self.cfg.verify_tokens for _, f in batch):
             self.cost.observe(fed, seconds)
@@ -164,9 +168,10 @@ class DraftModel:
     def catch_up_seconds(self, jobs: list[tuple[object, int]]) -> float:
         """Estimated seconds `_feed_ahead` will take for these (sequence, lead length) jobs: short
         catch-ups at the drafting forward's fitted cost a verify block at a time (all jobs
-        together), long ones at the prefill fit, one forward per chunk (either 0 until fitted)."""
+        together), long ones at the prefill fit, one forward per chunk (flat while the prefills
+        seen do not show a slope; either 0 until measured)."""
         K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
-        fit, prefill = self.cost.fit(), self.prefill_cost.fit()
+        fit, prefill = self.cost.fit(), self.prefill_cost.fit_or_flat()
         blocks = tokens = long_seconds = 0.0
         for seq, lead in jobs:
             st = self.states.get(seq.id)

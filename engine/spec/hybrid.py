@@ -20,9 +20,11 @@ step and sequence (drafter `hybrid`):
   step, the target's cost from the engine's step-cost fit (engine/step_cost.py) plus the draft
   model's own fit (seconds per draft forward against the tokens it feeds), plus what the model
   must first read this step (the tokens committed since it last ran: a prompt, a long quote;
-  DraftModel.catch_up_seconds). The rule is myopic: a catch-up is charged to the step that pays
-  it, so after a long quote the model runs again when one step's gain covers it, or at a probe.
-  While either fit is
+  DraftModel.catch_up_seconds). A catch-up is charged to the step that pays it, yet it buys
+  every later step the model stays in sync for (a chat's whole answer, or the two steps of an
+  edit's new line), which no one step knows. So, as in ski rental, where the model would run were
+  it in sync, the steps wait for it until they have taken as long as the catch-up, then pay it
+  (ski rental's rule: about twice the best choice in hindsight at worst); a quote resuming ends the wait. While either fit is
   warming up, d counts the model's tokens likelier accepted than not (alpha^k >= 1/2). The
   model runs only when its expected rate beats lookup alone by MIN_GAIN: the estimates are
   rough, and near break-even (a small CPU, where every fed token costs compute) a wrong call
@@ -113,11 +115,13 @@ class Proposal:
 class HybridStats:
     """What the drafter did since the last reset (bench/drafters.py prints it): steps it planned,
     those where the draft model ran (probes among them), and the wall seconds of the model's
-    proposals against what the rule priced them at (catch-ups included)."""
+    proposals against what the rule priced them at (catch-ups included). Probes and the steps run
+    after waiting out a catch-up are among the model's steps."""
 
     steps: int = 0
     model_steps: int = 0
     probes: int = 0
+    after_wait: int = 0  # model steps run once the steps waiting for it took as long as its catch-up
     model_seconds: float = 0.0
     priced_seconds: float = 0.0
 
@@ -159,12 +163,9 @@ class HybridDrafting:
                 left = room - len(draft)
                 gains = [a_l ** len(draft) * expected_commits(a_m, min(d, left)) for d in range(self.max_draft + 1)]
                 plans.append((i, _Plan(seq, room, LOOKUP, draft, gains)))
-        d, priced = self._choose_d([p for _, p in plans], lookup_drafts, target_fit)
         stats = self.stats
         stats.steps += bool(plans)
-        if d == 0 and plans and self._probe_due([p for _, p in plans], lookup_drafts, target_fit):
-            d, priced = 1, self._probe_seconds([p for _, p in plans])
-            stats.probes += 1
+        d, priced = self._decide([p for _, p in plans], lookup_drafts, target_fit)
         jobs = []
         for i, p in plans:
             if d == 0 or (p.lead == MODEL and p.gain_per_d[d] <= 0):
@@ -200,28 +201,57 @@ class HybridDrafting:
         """Seconds the model must first spend reading what it has not seen (paid by this step)."""
         return self.model.catch_up_seconds([(p.seq, len(p.lookup) if p.lead == LOOKUP else 0) for p in plans])
 
-    def _probe_seconds(self, plans: list[_Plan]) -> float:
+    def _decide(self, plans: list[_Plan], lookup_drafts: list[list[int]],
+                target_fit: tuple[float, float] | None) -> tuple[int, float]:
+        """How many tokens the model writes this step, and the seconds the rule priced that at
+        (module docstring): the rule with the catch-up charged to this step; else, where the
+        model would run were it in sync, once the steps waiting for it have taken as long as the
+        catch-up; else a probe when one is due."""
+        if not plans:
+            self.waited_seconds = 0.0  # a quote resumed: the model's chance passed
+            return 0, 0.0
+        catch_up = self._catch_up(plans)
+        d, priced = self._choose_d(plans, lookup_drafts, target_fit, catch_up)
+        if d == 0 and catch_up > 0 and target_fit is not None:
+            d_sync, priced_sync = self._choose_d(plans, lookup_drafts, target_fit, 0.0)
+            if d_sync:
+                a, b = target_fit
+                self.waited_seconds += a + b * sum(1 + len(dr) for dr in lookup_drafts)
+                if self.waited_seconds < catch_up:
+                    return 0, 0.0
+                d, priced = d_sync, priced_sync + catch_up
+                self.stats.after_wait += 1
+        if d:
+            self.waited_seconds = 0.0
+            return d, priced
+        if self._probe_due(plans, lookup_drafts, target_fit, catch_up):
+            self.stats.probes += 1
+            return 1, self._probe_seconds(plans, catch_up)
+        return 0, 0.0
+
+    def _probe_seconds(self, plans: list[_Plan], catch_up: float) -> float:
         """Priced seconds of a probe: the catch-up, then one drafting forward for every plan."""
         fit = self.model.cost.fit()
-        return self._catch_up(plans) + (fit[0] + fit[1] * len(plans) if fit else 0.0)
+        return catch_up + (fit[0] + fit[1] * len(plans) if fit else 0.0)
 
     def _probe_due(self, plans: list[_Plan], lookup_drafts: list[list[int]],
-                   target_fit: tuple[float, float] | None) -> bool:
-        """Whether this step, where the rule chose d = 0, drafts one token anyway (module docstring)."""
+                   target_fit: tuple[float, float] | None, catch_up: float) -> bool:
+        """Whether this step, where the model does not run, drafts one token anyway (module docstring)."""
         draft_fit = self.model.cost.fit()
         if target_fit is None or draft_fit is None:
             return self.stats.steps % PROBE_EVERY == 0
         a, b = target_fit
         self.unprobed_seconds += a + b * sum(1 + len(dr) for dr in lookup_drafts)
-        if self._probe_seconds(plans) > PROBE_SHARE * self.unprobed_seconds:
+        if self._probe_seconds(plans, catch_up) > PROBE_SHARE * self.unprobed_seconds:
             return False
         self.unprobed_seconds = 0.0
         return True
 
     def _choose_d(self, plans: list[_Plan], lookup_drafts: list[list[int]],
-                  target_fit: tuple[float, float] | None) -> tuple[int, float]:
-        """The d in [0, D] that maximizes the step's expected committed tokens per second, and the
-        seconds it adds to the step as priced (0 while the costs are not measured)."""
+                  target_fit: tuple[float, float] | None, catch_up: float) -> tuple[int, float]:
+        """The d in [0, D] that maximizes the step's expected committed tokens per second with
+        `catch_up` seconds charged to the model, and the seconds the model's part is priced at
+        (0 while the costs are not measured)."""
         if not plans:
             return 0, 0.0
         draft_fit = self.model.cost.fit()
@@ -232,7 +262,6 @@ class HybridDrafting:
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
         best, best_rate, priced = 0, MIN_GAIN * base / (a + b * base_fed), 0.0
-        catch_up = self._catch_up(plans)
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
             extra_fed = sum(min(d, p.room - len(p.lookup)) if p.lead == LOOKUP else min(d, p.room) - len(p.lookup)
@@ -247,7 +276,8 @@ class HybridDrafting:
         """Forget the acceptance and cost estimates (benchmarks start each configuration cold)."""
         self.rates = {LOOKUP: Acceptance(prior=0.5), MODEL: Acceptance(prior=0.6)}
         self.stats = HybridStats()
-        self.unprobed_seconds = 0.0  # estimated seconds of the d = 0 steps since the last probe
+        self.unprobed_seconds = 0.0  # estimated seconds of the steps without the model since the last probe
+        self.waited_seconds = 0.0  # estimated seconds of the steps that waited out the model's catch-up
         self.model.cost = StepCost()
 
     def observe(self, proposal: Proposal, fed: int, committed: list[int]) -> tuple[int, int]:

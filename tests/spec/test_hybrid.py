@@ -244,7 +244,7 @@ def test_draft_length_follows_costs_and_acceptance():
             cost.observe(n, a_d + b_d * n)
         hybrid.rates[MODEL] = Acceptance(prior=alpha, weight=1e6)
         gains = [expected_commits(alpha, d) for d in range(6)]
-        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], (a, b))[0]
+        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], (a, b), catch_up)[0]
 
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85) == 5
     assert 0 < d_for(a=0.12, b=0.05, a_d=0.01, b_d=0.005, alpha=0.85) < 5
@@ -266,7 +266,7 @@ def test_probes_spend_a_bounded_share_of_the_time():
         for n in (1, 4):
             cost.observe(n, 0.001 + 1e-5 * n)  # a draft forward: half a verify step
         plans = [_Plan(None, 15, LOOKUP, [1, 2], [0.0] * 6)]
-        return sum(hybrid._probe_due(plans, [[1, 2]], (0.002, 1e-5)) for _ in range(steps))
+        return sum(hybrid._probe_due(plans, [[1, 2]], (0.002, 1e-5), catch_up) for _ in range(steps))
 
     step = 0.002 + 3e-5
     assert probes(0.0) == pytest.approx(2000 * step * PROBE_SHARE / 0.00101, rel=0.1)
@@ -278,5 +278,48 @@ def test_probes_spend_a_bounded_share_of_the_time():
     plans, due = [_Plan(None, 15, LOOKUP, [1], [0.0] * 6)], 0
     for _ in range(64):
         cold.stats.steps += 1  # as propose() counts them
-        due += cold._probe_due(plans, [[1]], (0.002, 1e-5))
+        due += cold._probe_due(plans, [[1]], (0.002, 1e-5), 0.0)
     assert due == 64 // PROBE_EVERY
+
+
+def test_steps_wait_out_a_catch_up_then_pay_it():
+    """A well-accepted model 40 ms behind (an eager prefill after a long quote): no one step's
+    gain covers the catch-up, so the steps that would use the model wait until they have taken
+    as long as it (ski rental), then the model runs; a quote resuming (a step without plans) ends
+    the wait. A model in sync runs at once."""
+    from engine.spec.hybrid import _Plan
+    from engine.step_cost import StepCost
+
+    lag = {"seconds": 0.04}
+    hybrid = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: lag["seconds"]), draft_tokens=5)
+    hybrid.model.cost = cost = StepCost(min_samples=2)
+    for n in (1, 4, 9):
+        cost.observe(n, 0.0004 + 0.00001 * n)
+    hybrid.rates[MODEL] = Acceptance(prior=0.85, weight=1e6)
+    hybrid.rates[LOOKUP] = Acceptance(prior=0.3, weight=1e6)
+    plans = [_Plan(None, 15, MODEL, [], [expected_commits(0.85, d) for d in range(6)])]
+    fit = (0.004, 0.00002)  # a 4 ms verify step: the wait lasts about ten steps
+    waited = 0
+    while (decision := hybrid._decide(plans, [[]], fit))[0] == 0:
+        waited += 1
+    assert 8 <= waited <= 10 and decision[1] >= 0.04 and hybrid.stats.after_wait == 1
+    lag["seconds"] = 0.0  # in sync now: the model runs at once
+    assert hybrid._decide(plans, [[]], fit)[0] == 5
+    lag["seconds"] = 0.04  # behind again; halfway through the wait a quote resumes
+    for _ in range(5):
+        assert hybrid._decide(plans, [[]], fit)[0] == 0
+    assert hybrid._decide([], [[1] * 15], fit) == (0, 0.0)
+    assert sum(hybrid._decide(plans, [[]], fit)[0] == 0 for _ in range(waited)) == waited  # from the start
+
+
+def test_a_flat_cost_is_priced_by_its_mean():
+    from engine.step_cost import StepCost
+
+    cost = StepCost(min_samples=2)
+    assert cost.fit_or_flat() is None
+    for n in (100, 2000, 700):
+        cost.observe(n, 0.012)  # launch-bound: the same 12 ms at any size, no slope to fit
+    assert cost.fit() is None and cost.fit_or_flat() == pytest.approx((0.012, 0.0))
+    cost.observe(4000, 0.03)
+    a, b = cost.fit_or_flat()
+    assert b > 0 and a > 0
