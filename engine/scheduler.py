@@ -145,8 +145,10 @@ class Scheduler:
         idx = [i for i, seq in enumerate(seqs) if seq.model_drafts]
         if not idx or self.hybrid is None:
             return {}
+        # A flat cost where the fit finds no slope (a GPU's verify step barely grows with its tokens).
+        fit = self.step_cost.fit_or_flat() if self.adaptive_drafts else None
         proposals = self.hybrid.propose([seqs[i] for i in idx], [drafts[i] for i in idx],
-                                        [rooms[i] for i in idx], self._fit())
+                                        [rooms[i] for i in idx], fit)
         return {seqs[i]: p for i, p in zip(idx, proposals)}
 
     def size_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:

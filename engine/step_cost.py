@@ -56,8 +56,8 @@ class StepCost:
     def fit_or_flat(self) -> tuple[float, float] | None:
         """The fit, or while none holds (one size seen, or no slope: a cost that does not grow
         with the tokens, such as a launch-bound forward) the mean seconds per step as a flat
-        cost (a, 0); None before any step."""
-        if (fit := self.fit()) is not None or not self.w:
+        cost (a, 0); None before min_samples steps."""
+        if (fit := self.fit()) is not None or self.samples < self.min_samples:
             return fit
         return self.sy / self.w, 0.0
 

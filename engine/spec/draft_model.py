@@ -171,7 +171,7 @@ class DraftModel:
         together), long ones at the prefill fit, one forward per chunk (flat while the prefills
         seen do not show a slope; either 0 until measured)."""
         K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
-        fit, prefill = self.cost.fit(), self.prefill_cost.fit_or_flat()
+        fit, prefill = self.cost.fit_or_flat(), self.prefill_cost.fit_or_flat()
         blocks = tokens = long_seconds = 0.0
         for seq, lead in jobs:
             st = self.states.get(seq.id)

@@ -231,13 +231,13 @@ class HybridDrafting:
 
     def _probe_seconds(self, plans: list[_Plan], catch_up: float) -> float:
         """Priced seconds of a probe: the catch-up, then one drafting forward for every plan."""
-        fit = self.model.cost.fit()
+        fit = self.model.cost.fit_or_flat()
         return catch_up + (fit[0] + fit[1] * len(plans) if fit else 0.0)
 
     def _probe_due(self, plans: list[_Plan], lookup_drafts: list[list[int]],
                    target_fit: tuple[float, float] | None, catch_up: float) -> bool:
         """Whether this step, where the model does not run, drafts one token anyway (module docstring)."""
-        draft_fit = self.model.cost.fit()
+        draft_fit = self.model.cost.fit_or_flat()
         if target_fit is None or draft_fit is None:
             return self.stats.steps % PROBE_EVERY == 0
         a, b = target_fit
@@ -254,7 +254,7 @@ class HybridDrafting:
         (0 while the costs are not measured)."""
         if not plans:
             return 0, 0.0
-        draft_fit = self.model.cost.fit()
+        draft_fit = self.model.cost.fit_or_flat()
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
         if target_fit is None or draft_fit is None:  # no costs yet: the tokens likelier accepted than not
             return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5), 0.0
