@@ -12,7 +12,7 @@
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, profile, pull05, spec60, apply60, kl, needle,
-# pull15, drafters, drafters_lh, drafters60, concurrency, draft_tokens. bench/device_run.sh is the one-call form of the same.
+# pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -59,6 +59,8 @@ job() {
     drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup hybrid ;;
     concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
+    concurrency_short) $t 200 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
+      --levels 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     draft_tokens)
       for d in 3 7; do EDITAPPLY_DRAFT_TOKENS=$d $t 200 python3 -m bench.drafters --limit 8 --max-tokens 256 \
         --workloads instruction rag chat --drafters hybrid; done ;;
