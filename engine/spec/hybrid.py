@@ -22,9 +22,11 @@ step and sequence (drafter `hybrid`):
   must first read this step (the tokens committed since it last ran: a prompt, a long quote;
   DraftModel.catch_up_seconds). A catch-up is charged to the step that pays it, yet it buys
   every later step the model stays in sync for (a chat's whole answer, or the two steps of an
-  edit's new line), which no one step knows. So, as in ski rental, where the model would run were
-  it in sync, the steps wait for it until they have taken as long as the catch-up, then pay it
-  (ski rental's rule: about twice the best choice in hindsight at worst); a quote resuming ends the wait. While either fit is
+  edit's new line), which no one step knows. So where the model would run were it in sync, the
+  steps wait for it until they have taken as long as the catch-up, then pay it (ski rental's
+  rule: at worst about twice the best choice in hindsight); a quote resuming ends the wait. A
+  cost whose fit finds no slope (on a GPU both models' steps are launch-bound) is priced flat,
+  at its mean (StepCost.fit_or_flat). While either cost is
   warming up, d counts the model's tokens likelier accepted than not (alpha^k >= 1/2). The
   model runs only when its expected rate beats lookup alone by MIN_GAIN: the estimates are
   rough, and near break-even (a small CPU, where every fed token costs compute) a wrong call
