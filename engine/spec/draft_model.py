@@ -166,19 +166,24 @@ class DraftModel:
                 pair[1] = pair[1][K:]
 
     def catch_up_seconds(self, jobs: list[tuple[object, int]]) -> float:
-        """Estimated seconds `_feed_ahead` will take for these (sequence, lead length) jobs: short
-        catch-ups at the drafting forward's fitted cost a verify block at a time (all jobs
-        together), long ones at the prefill fit, one forward per chunk (flat while the prefills
-        seen do not show a slope; either 0 until measured)."""
+        """Estimated seconds `_feed_ahead` will take for these (sequence, lead length) jobs. With
+        CUDA graphs: short catch-ups at the drafting forward's fitted cost a verify block at a time
+        (all jobs together), long ones at the prefill fit, one eager forward per chunk (flat while
+        the prefills seen show no slope). Without graphs a catch-up rides in the drafting forward,
+        so it costs its tokens at the fitted slope, plus a forward per chunk past the first.
+        Either part is 0 until measured."""
         K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
         fit, prefill = self.cost.fit_or_flat(), self.prefill_cost.fit_or_flat()
+        slope = (self.prefill_cost.fit() or fit or (0.0, 0.0))[1]
         blocks = tokens = long_seconds = 0.0
         for seq, lead in jobs:
             st = self.states.get(seq.id)
             lag = len(seq.tokens) + lead - (st.common_prefix(seq.tokens) if st else 0) - K
             if lag <= 0:
                 continue
-            if self.runner.graphs is None or lag > (GRAPH_CATCH_UP_BLOCKS - 1) * K:
+            if self.runner.graphs is None:
+                long_seconds += lag * slope + ((-(-(lag + K) // chunk) - 1) * prefill[0] if prefill else 0.0)
+            elif lag > (GRAPH_CATCH_UP_BLOCKS - 1) * K:
                 long_seconds += -(-lag // chunk) * prefill[0] + lag * prefill[1] if prefill else 0.0
             else:
                 blocks, tokens = max(blocks, -(-lag // K)), tokens + lag

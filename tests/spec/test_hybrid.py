@@ -195,17 +195,26 @@ def test_a_full_draft_cache_falls_back_to_lookup(engine):
 
 def test_catch_up_is_priced_from_the_measured_prefill_cost(engine):
     """A step that would make the draft model read a sequence it has not seen is priced by the
-    prefill fit: a fixed cost per forward (on a GPU the launches of an eager forward) plus a cost
-    per token; a sequence it is in sync with costs nothing."""
+    prefill fit. Without CUDA graphs (here) the catch-up rides in the drafting forward: its tokens
+    at the fitted slope, plus a forward's fixed cost for each chunk past the first. With graphs a
+    long catch-up is eager forwards of its own: the fixed cost (on a GPU the launches of an eager
+    forward) per chunk plus the slope. A sequence the model is in sync with costs nothing."""
     from engine.step_cost import StepCost
 
-    model, K = engine.hybrid.model, engine.cfg.verify_tokens
+    model, K, chunk = engine.hybrid.model, engine.cfg.verify_tokens, engine.cfg.max_batch_tokens
     measured, model.prefill_cost = model.prefill_cost, StepCost(min_samples=2)
     try:
         for n in (100, 1000):  # 12 ms a forward plus 10 us a token
             model.prefill_cost.observe(n, 0.012 + n * 1e-5)
         unseen = SimpleNamespace(id="unseen", tokens=list(range(300)))
-        assert model.catch_up_seconds([(unseen, 4)]) == pytest.approx(0.012 + (300 + 4 - K) * 1e-5)
+        assert model.catch_up_seconds([(unseen, 4)]) == pytest.approx((300 + 4 - K) * 1e-5)
+        long = SimpleNamespace(id="long", tokens=list(range(chunk + 100)))
+        assert model.catch_up_seconds([(long, 0)]) == pytest.approx(0.012 + (chunk + 100 - K) * 1e-5)
+        model.runner.graphs, graphs = object(), model.runner.graphs  # priced as on a GPU; nothing runs
+        try:
+            assert model.catch_up_seconds([(unseen, 4)]) == pytest.approx(0.012 + (300 + 4 - K) * 1e-5)
+        finally:
+            model.runner.graphs = graphs
         model.propose([(unseen, [], 1)])  # now it has read them
         assert model.catch_up_seconds([(unseen, 0)]) == 0.0
     finally:
