@@ -27,7 +27,7 @@ from engine.config import EngineConfig
 from engine.runner import ModelRunner
 from engine.scheduler import Scheduler
 from engine.sampling import position_noise, target_probs
-from engine.sequence import Sequence, Status
+from engine.sequence import Sequence
 from engine.loader.registry import PRESETS
 from engine.spec.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
 from engine.spec.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
@@ -268,9 +268,4 @@ class LLMEngine:
         return any(s in tail for s in seq.params.stop)
 
     def _finish(self, seq: Sequence, reason: str) -> None:
-        if seq.is_finished:
-            return
-        seq.status = Status.FINISHED
-        seq.finish_reason = reason
-        seq.stats.t_end = time.perf_counter()
-        self.scheduler.finish(seq)
+        self.scheduler.finish(seq, reason)

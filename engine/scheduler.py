@@ -195,13 +195,15 @@ class Scheduler:
     def ensure_room(self, seq: Sequence, num_tokens: int) -> bool:
         """Blocks for `num_tokens` positions of `seq`, preempting others if needed.
 
-        False if `seq` itself had to be preempted (nothing else left to take from).
+        False if `seq` cannot have them: with nothing else left to take from, the whole cache is
+        too small for it, so it ends at this length (finish reason "length", as at the context
+        limit); preempted, it could never be admitted again.
         """
         need = self.blocks.blocks_for(num_tokens) - len(seq.block_table)
         while need > self.blocks.num_free:
             victim = next((s for s in reversed(self.running) if s is not seq), None)
             if victim is None:
-                self.preempt(seq)
+                self.finish(seq, "length")
                 return False
             self.preempt(victim)
         if need > 0:
@@ -216,8 +218,13 @@ class Scheduler:
         self.running.remove(seq)
         self.waiting.appendleft(seq)
 
-    def finish(self, seq: Sequence) -> None:
-        """Free a finished sequence's seat, KV blocks and draft-model cache."""
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """End `seq` with `reason`: free its seat, KV blocks and draft-model cache."""
+        if seq.is_finished:
+            return
+        seq.status = Status.FINISHED
+        seq.finish_reason = reason
+        seq.stats.t_end = time.perf_counter()
         if seq in self.running:
             self.running.remove(seq)
         elif seq in self.waiting:

@@ -87,3 +87,19 @@ def test_a_preempted_sequence_is_not_in_the_plan():
     assert plan.batch == [(a, [0] + DRAFT)]
     assert b.status == Status.WAITING and list(scheduler.waiting) == [b] and b.block_table == []
     assert scheduler.preemptions == 1
+
+
+def test_a_sequence_that_outgrows_the_whole_cache_ends_at_its_length():
+    """Alone, with nothing left to preempt, a sequence whose next verify block does not fit in the
+    whole cache ends ("length", as at the context limit) and frees its blocks; preempted instead,
+    it could never be admitted again and the engine would step forever."""
+    scheduler = make_scheduler(num_blocks=4)  # 16 tokens, under max_model_len (64)
+    seq = add(scheduler, [1, 2, 3, 4, 5])
+    scheduler.postprocess(scheduler.schedule())
+    for _ in range(3):  # 4 tokens a step: 17 tokens, the last step's block (12..15) in the 4th block
+        plan = scheduler.schedule()
+        assert plan.batch
+        scheduler.postprocess(plan, [feed[1:] + [0] for _, feed in plan.batch], commit)
+    plan = scheduler.schedule()  # positions 16..19 need a 5th block
+    assert plan.batch == [] and seq.is_finished and seq.finish_reason == "length"
+    assert not scheduler.has_work() and scheduler.blocks.num_free == 4 and scheduler.preemptions == 0
