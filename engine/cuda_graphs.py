@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from engine.kv_cache import slot_row
 from engine.models.transformer import AttentionMetadata
 
 WIDTH_STEP = 512
@@ -63,7 +64,6 @@ class _Inputs:
         self.host = self.host_buf.numpy()
         self.copied = torch.cuda.Event() if cuda else None
         self.scratch_slot, self.block_size = scratch_slot, block_size
-        self.in_block = np.arange(block_size)
 
     @staticmethod
     def _split(buf, B: int, Tq: int, width: int):
@@ -91,7 +91,7 @@ class _Inputs:
             rows = slice(i * Tq, (i + 1) * Tq)
             ids[rows], pos[rows], q_pos[i] = feed, p, p
             slots[rows] = table[p // bs] * bs + p % bs  # IndexError, not a stray write, past the table
-            row = (table[: -(-width // bs), None] * bs + self.in_block).ravel()[:width]
+            row = slot_row(table, width, bs)
             tables[i, : len(row)], tables[i, len(row) :] = row, 0
         T = len(batch) * Tq
         ids[T:], pos[T:], slots[T:], tables[len(batch) :], q_pos[len(batch) :] = 0, 0, self.scratch_slot, 0, 0

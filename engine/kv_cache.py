@@ -17,6 +17,7 @@ Reads dequantize to the compute dtype (the reference path; a fused kernel reads 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from engine.block_manager import BlockManager, OutOfBlocksError  # noqa: F401 (re-exported)
@@ -122,6 +123,13 @@ def kv_bytes_per_token(kv_dtype: str, num_layers: int, num_kv_heads: int, head_d
     return num_layers * probe.bytes_per_slot
 
 
+def slot_row(block_table, width: int, block_size: int) -> np.ndarray:
+    """The slot of each position 0..width-1 that `block_table` holds (shorter where the table is):
+    the one layout of the eager path's slot tables and of the CUDA graphs' staged inputs."""
+    table = np.asarray(block_table[: -(-width // block_size)], dtype=np.int64)
+    return (table[:, None] * block_size + np.arange(block_size)).ravel()[:width]
+
+
 class KVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
                  head_dim: int, dtype: torch.dtype, device, kv_dtype: str = "auto",
@@ -149,10 +157,8 @@ class KVCache:
 
     def slot_tables(self, block_tables: list[list[int]], width: int, device) -> torch.Tensor:
         """[B, width] slot of each position 0..width-1 (past a table's end: slot 0, masked anyway)."""
-        max_blocks = self.blocks_for(width)
-        bt = torch.zeros(len(block_tables), max_blocks, dtype=torch.long)
+        out = np.zeros((len(block_tables), width), dtype=np.int64)
         for i, table in enumerate(block_tables):
-            n = min(len(table), max_blocks)
-            bt[i, :n] = torch.tensor(table[:n], dtype=torch.long)
-        slots = bt[:, :, None] * self.block_size + torch.arange(self.block_size)
-        return slots.reshape(len(block_tables), -1)[:, :width].to(device)
+            row = slot_row(table, width, self.block_size)
+            out[i, : len(row)] = row
+        return torch.from_numpy(out).to(device)

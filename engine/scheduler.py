@@ -146,9 +146,8 @@ class Scheduler:
         if not idx or self.hybrid is None:
             return {}
         # A flat cost where the fit finds no slope (a GPU's verify step barely grows with its tokens).
-        fit = self.step_cost.fit_or_flat() if self.adaptive_drafts else None
         proposals = self.hybrid.propose([seqs[i] for i in idx], [drafts[i] for i in idx],
-                                        [rooms[i] for i in idx], fit)
+                                        [rooms[i] for i in idx], self._fit(flat=True))
         return {seqs[i]: p for i, p in zip(idx, proposals)}
 
     def size_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:
@@ -161,8 +160,10 @@ class Scheduler:
         alphas = [acceptance_rate(s.stats.accepted, s.stats.rejections) for s in seqs]
         return plan_drafts(full, alphas, *fit, budget=self.verify_budget)
 
-    def _fit(self) -> tuple[float, float] | None:
-        return self.step_cost.fit() if self.adaptive_drafts else None
+    def _fit(self, flat: bool = False) -> tuple[float, float] | None:
+        if not self.adaptive_drafts:
+            return None
+        return self.step_cost.fit_or_flat() if flat else self.step_cost.fit()
 
     # ---- after the step -------------------------------------------------------------------
     def postprocess(self, plan: StepPlan, accepted: list[list[int]] | None = None,

@@ -174,7 +174,7 @@ class DraftModel:
         Either part is 0 until measured."""
         K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
         fit, prefill = self.cost.fit_or_flat(), self.prefill_cost.fit_or_flat()
-        slope = (self.prefill_cost.fit() or fit or (0.0, 0.0))[1]
+        slope = prefill[1] if prefill and prefill[1] else fit[1] if fit else 0.0  # a flat prefill has none
         blocks = tokens = long_seconds = 0.0
         for seq, lead in jobs:
             st = self.states.get(seq.id)

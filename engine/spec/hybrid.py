@@ -71,6 +71,12 @@ def expected_commits(alpha: float, n: int) -> float:
     return alpha * (1 - alpha**n) / (1 - alpha)
 
 
+def _lookup_step_seconds(target_fit: tuple[float, float], lookup_drafts: list[list[int]]) -> float:
+    """Estimated seconds of a step that verifies lookup's drafts alone."""
+    a, b = target_fit
+    return a + b * sum(1 + len(dr) for dr in lookup_drafts)
+
+
 @dataclass
 class Acceptance:
     """Decayed per-token acceptance counts of one draft source (geometric model, with a prior)."""
@@ -217,8 +223,7 @@ class HybridDrafting:
         if d == 0 and catch_up > 0 and target_fit is not None:
             d_sync, priced_sync = self._choose_d(plans, lookup_drafts, target_fit, 0.0)
             if d_sync:
-                a, b = target_fit
-                self.waited_seconds += a + b * sum(1 + len(dr) for dr in lookup_drafts)
+                self.waited_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
                 if self.waited_seconds < catch_up:
                     return 0, 0.0
                 d, priced = d_sync, priced_sync + catch_up
@@ -242,8 +247,7 @@ class HybridDrafting:
         draft_fit = self.model.cost.fit_or_flat()
         if target_fit is None or draft_fit is None:
             return self.stats.steps % PROBE_EVERY == 0
-        a, b = target_fit
-        self.unprobed_seconds += a + b * sum(1 + len(dr) for dr in lookup_drafts)
+        self.unprobed_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
         if self._probe_seconds(plans, catch_up) > PROBE_SHARE * self.unprobed_seconds:
             return False
         self.unprobed_seconds = 0.0
