@@ -96,7 +96,7 @@ def run(engine: LLMEngine, prompts: list[tuple[str, Request]], drafter: str) -> 
             "model_drafted": m_drafted, "model_accepted": m_accepted,
             "decode_tok_s": (tokens - len(prompts)) / decode_s if decode_s else 0.0,
             "ttft_ms": ttft / len(prompts), "hist": dict(sorted(hist.items())), "outputs": outputs,
-            "decode_s": decode_s, "phases_us": engine.step_times.per_step_us(),
+            "decode_s": decode_s, "phases": engine.step_times.cells(),
             "hybrid": asdict(engine.hybrid.stats) if engine.hybrid is not None else None}
 
 
@@ -131,11 +131,11 @@ def main(argv=None) -> None:
                  f"{args.limit} prompts each, max_tokens {args.max_tokens})"))
     print(table(["workload", "drafter", "tokens", "steps", "tokens/step", "model drafts accepted", "decode tok/s",
                  "TTFT ms", "same output as plain", "histogram (tokens/step:steps)"], rows))
-    phases = [[*key.split("/"), f"{r['decode_s'] / r['steps'] * 1e6:.0f}", *(f"{v:.0f}" for v in r["phases_us"].values())]
+    phases = [[*key.split("/"), f"{r['decode_s'] / r['steps'] * 1e6:.0f}", *r["phases"].values()]
               for key, r in results.items() if r["steps"]]
-    print("\nHost time per verify step, us (decode wall per step, then the engine's phases; schedule includes "
-          "the drafters, forward the wait on the GPU):\n")
-    print(table(["workload", "drafter", "decode wall"] + list(StepTimes().per_step_us()), phases))
+    print("\nHost time per verify step, us (decode wall per step, then the engine's phases; ahead: steps "
+          "launched from a plan made during the step before; schedule includes the drafters, collect the wait on the GPU):\n")
+    print(table(["workload", "drafter", "decode wall"] + list(StepTimes().cells()), phases))
     model = [[*key.split("/"), h["steps"], h["model_steps"], h["probes"], f"{h['model_seconds']:.2f}",
               f"{h['priced_seconds']:.2f}", f"{h['model_seconds'] / r['decode_s']:.0%}" if r["decode_s"] else ""]
              for key, r in results.items() if (h := r["hybrid"]) and key.split("/")[1] in ("draft", "hybrid")]

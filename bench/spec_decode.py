@@ -13,6 +13,7 @@ histogram), acceptance, and whether every greedy output is identical to plain de
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import tempfile
@@ -82,7 +83,8 @@ def run_ours(engine: LLMEngine, cases: list[dict], drafter: str, k: int, use_pre
         decode_s += stats.seconds - stats.ttft_ms / 1000
     return {"outputs": outputs, "tokens": gen, "steps": steps, "hist": hist, "drafted": drafted,
             "accepted": accepted, "decode_s": decode_s, "total_s": total_s,
-            "decode_tok_s": (gen - len(cases)) / decode_s, "phases_us": engine.step_times.per_step_us()}
+            "decode_tok_s": (gen - len(cases)) / decode_s, "phases": engine.step_times.cells(),
+            "digests": {i: hashlib.sha1(str(t).encode()).hexdigest()[:12] for i, t in outputs.items()}}
 
 
 def run_transformers(folder, cases: list[dict], device, dtype, lookup: int | None) -> dict:
@@ -247,12 +249,13 @@ def main(argv=None) -> None:
                  f"{len(cases)} dev cases, greedy, batch 1)"))
     print(table(["config", "tokens", "steps", "tokens/step", "draft acceptance", "decode tok/s", "total s",
                  f"same output as {ref_name}", "histogram (tokens/step:steps)"], table_rows))
-    phases = [[name, f"{r['decode_s'] / r['steps'] * 1e6:.0f}"] + [f"{v:.0f}" for v in r["phases_us"].values()]
-              for name, r in results.items() if r.get("phases_us") and r["steps"]]
+    phases = [[name, f"{r['decode_s'] / r['steps'] * 1e6:.0f}"] + list(r["phases"].values())
+              for name, r in results.items() if r.get("phases") and r["steps"]]
     if phases:
         print("\nHost time per verify step, us (decode wall per step, then the engine's phases; "
-              "forward includes wait, the time blocked on the GPU):\n")
-        print(table(["config", "decode wall"] + list(StepTimes().per_step_us()), phases))
+              "ahead: steps launched from a plan made while the step before ran; collect includes wait, the time "
+              "blocked on the GPU):\n")
+        print(table(["config", "decode wall"] + list(StepTimes().cells()), phases))
     prefix = Path(args.plot or BENCH / f"spec_decode_{cfg.torch_device.type}")
     for p in plot(results, prefix):
         print(f"chart: {p}")

@@ -55,6 +55,9 @@ class EngineConfig:
     # Both give exactly the target's distribution.
     sampled_verify: str = "coupled"
     enforce_eager: bool = False  # no CUDA graphs
+    # Plan the next verify step while this one runs, betting that every draft is accepted, and
+    # launch it at once when the bet holds (engine/scheduler.py, Scheduler.plan_ahead).
+    plan_ahead: bool = True
     # Paged attention (kernels/paged_attention): auto (the Triton kernel on CUDA, the reference
     # elsewhere) | triton | ref (gather + SDPA, for comparison)
     attention: str = "auto"

@@ -14,6 +14,8 @@ over at once (`_Inputs`), so a greedy verify step is one copy in, the graph, one
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -78,16 +80,17 @@ class _Inputs:
     def views(self, B: int, Tq: int, width: int, device):
         return self._split(self.device_buf, B, Tq, width)
 
-    def stage(self, graph: _Graph, batch) -> None:
-        """Lay out `batch` (sequence, feed of exactly Tq tokens) for `graph` and copy it over; rows
-        past the batch are idle (token 0 at position 0, written to the scratch slot)."""
+    def stage(self, graph: _Graph, batch, starts: list[int]) -> None:
+        """Lay out `batch` (sequence, feed of exactly Tq tokens), each feed at positions from its
+        `starts` entry, for `graph` in the host buffer; rows past the batch are idle (token 0 at
+        position 0, written to the scratch slot). `copy` sends it over."""
         if self.copied is not None:
             self.copied.synchronize()  # the last copy has read the host buffer
         B, Tq, width, bs = graph.B, graph.Tq, graph.width, self.block_size
         ids, pos, slots, tables, q_pos = self._split(self.host, B, Tq, width)
-        for i, (seq, feed) in enumerate(batch):
+        for i, ((seq, feed), start) in enumerate(zip(batch, starts)):
             table = np.asarray(seq.block_table, dtype=np.int64)
-            p = np.arange(seq.num_cached, seq.num_cached + Tq)
+            p = np.arange(start, start + Tq)
             rows = slice(i * Tq, (i + 1) * Tq)
             ids[rows], pos[rows], q_pos[i] = feed, p, p
             slots[rows] = table[p // bs] * bs + p % bs  # IndexError, not a stray write, past the table
@@ -95,10 +98,23 @@ class _Inputs:
             tables[i, : len(row)], tables[i, len(row) :] = row, 0
         T = len(batch) * Tq
         ids[T:], pos[T:], slots[T:], tables[len(batch) :], q_pos[len(batch) :] = 0, 0, self.scratch_slot, 0, 0
-        n = 4 * B * Tq + B * width
+
+    def copy(self, graph: _Graph) -> None:
+        """Send the inputs `stage` laid out for `graph` to the device buffer, in one copy."""
+        n = 4 * graph.B * graph.Tq + graph.B * graph.width
         self.device_buf[:n].copy_(self.host_buf[:n], non_blocking=True)
         if self.copied is not None:
             self.copied.record()
+
+
+@dataclass
+class Staged:
+    """A step's inputs laid out in the host buffer for `graph`, not sent yet (`GraphRunner.replay`
+    sends them); `keep` as in `GraphRunner.run`. The buffer holds one staging at a time."""
+
+    graph: _Graph
+    rows: int
+    keep: list[int] | None
 
 
 class GraphRunner:
@@ -112,6 +128,7 @@ class GraphRunner:
         max_width = -(-(runner.cfg.max_model_len + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP
         self.inputs = _Inputs(self.max_batch, self.verify_tokens, max_width, runner.device, scratch_slot,
                               runner.kv.block_size)
+        self._staged: Staged | None = None  # what the input buffer holds, not sent yet
 
     def capture(self, batch_sizes: list[int], max_context: int) -> int:
         """Capture every graph that steps of these batch sizes up to `max_context` will need, so
@@ -130,21 +147,36 @@ class GraphRunner:
             1 <= len(feed) <= self.verify_tokens and not seq.needs_prefill for seq, feed in batch
         )
 
-    def run(self, batch) -> tuple[torch.Tensor, torch.Tensor, list[int] | None]:
-        """Hidden states [N, hidden] and greedy tokens [N] of the replayed rows, and which of them
-        are `batch`'s real (unpadded) rows, in order (None: the first sum(len(feed)) rows)."""
+    def stage(self, batch, starts: list[int]) -> Staged:
+        """Pad `batch` to its graph's shape (capturing the graph on first use) and lay its inputs
+        out, each feed at positions from its `starts` entry; `replay` runs it."""
         Tq = 1 if all(len(f) == 1 for _, f in batch) else self.verify_tokens
         padded = [(seq, feed + [feed[-1]] * (Tq - len(feed))) for seq, feed in batch]
-        need = max(seq.num_cached + Tq for seq, _ in batch)
+        need = max(start + Tq for start in starts)
         width = -(-need // WIDTH_STEP) * WIDTH_STEP
         rows = 1 << (len(batch) - 1).bit_length()  # batch sizes in powers of two: fewer graphs
         key = (rows, Tq, width)
         if key not in self.graphs:
             self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.inputs)
         graph = self.graphs[key]
-        self.inputs.stage(graph, padded)
+        self.inputs.stage(graph, padded, starts)
+        self._staged = staged = Staged(graph, len(padded) * Tq, None)
+        if Tq > 1 and any(len(f) != Tq for _, f in batch):
+            staged.keep = [i * Tq + j for i, (_, f) in enumerate(batch) for j in range(len(f))]
+        return staged
+
+    def replay(self, staged: Staged) -> tuple[torch.Tensor, torch.Tensor, list[int] | None]:
+        """Send `staged` over and replay its graph: hidden states [N, hidden] and greedy tokens [N]
+        of the replayed rows, and which of them are the batch's real (unpadded) rows, in order
+        (None: the first sum(len(feed)) rows)."""
+        if staged is not self._staged:
+            raise RuntimeError("the graphs' input buffer holds another step's inputs now")
+        self._staged = None
+        graph = staged.graph
+        self.inputs.copy(graph)
         graph.graph.replay()
-        hidden, tokens = graph.hidden[: len(padded) * Tq], graph.tokens[: len(padded) * Tq]
-        if Tq == 1 or all(len(f) == Tq for _, f in batch):
-            return hidden, tokens, None
-        return hidden, tokens, [i * Tq + j for i, (_, f) in enumerate(batch) for j in range(len(f))]
+        return graph.hidden[: staged.rows], graph.tokens[: staged.rows], staged.keep
+
+    def run(self, batch, starts: list[int]) -> tuple[torch.Tensor, torch.Tensor, list[int] | None]:
+        """`stage` then `replay`."""
+        return self.replay(self.stage(batch, starts))

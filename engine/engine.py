@@ -24,8 +24,8 @@ from typing import Iterator
 import torch
 
 from engine.config import EngineConfig
-from engine.runner import ModelRunner
-from engine.scheduler import Scheduler
+from engine.runner import Flight, ModelRunner
+from engine.scheduler import Scheduler, StepPlan
 from engine.sampling import position_noise, target_probs
 from engine.sequence import Sequence
 from engine.loader.registry import PRESETS
@@ -59,20 +59,39 @@ class EventCursor:
 @dataclass
 class StepTimes:
     """Host wall seconds of the engine's verify steps by phase (prefill steps are not counted):
-    `forward` stages the inputs, runs the graph or eager forward and waits for the greedy tokens,
-    `wait` being the part spent blocked on the GPU (ModelRunner.wait_seconds). What the GPU hides
-    is `wait`; the rest of a step is host work the GPU waits for."""
+    `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `launch`
+    stages the inputs and starts the graph or eager forward, `collect` reads the greedy tokens
+    back, `wait` being its part blocked on the GPU (ModelRunner.wait_seconds), `accept`
+    verifies, `postprocess` commits. `ahead` counts the steps launched from a plan made ahead.
+    The GPU idles through the host work between `collect` and the next launch: without a plan
+    ahead that is everything but `wait`; with one, `accept`, `postprocess` and the launch."""
 
     steps: int = 0
+    ahead: int = 0
     schedule: float = 0.0
-    forward: float = 0.0
+    launch: float = 0.0
+    collect: float = 0.0
     wait: float = 0.0
     accept: float = 0.0
     postprocess: float = 0.0
 
     def per_step_us(self) -> dict[str, float]:
         n = max(self.steps, 1)
-        return {f.name: getattr(self, f.name) / n * 1e6 for f in fields(self) if f.name != "steps"}
+        return {f.name: getattr(self, f.name) / n * 1e6 for f in fields(self) if f.type == "float"}
+
+    def cells(self) -> dict[str, str]:
+        """The benches' table cells: the share of steps planned ahead, then µs per step by phase."""
+        return {"ahead": f"{self.ahead / max(self.steps, 1):.0%}",
+                **{k: f"{v:.0f}" for k, v in self.per_step_us().items()}}
+
+
+@dataclass
+class _Flight:
+    """A verify step launched and not yet collected: its plan, its forward, when it started."""
+
+    plan: StepPlan
+    forward: Flight
+    t_launch: float
 
 
 class LLMEngine:
@@ -88,6 +107,7 @@ class LLMEngine:
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
         self.hybrid = self._load_draft_model()
         self.scheduler = Scheduler(self.kv, self.cfg, self.step_cost, self.hybrid)
+        self._flight: _Flight | None = None  # a verify step launched ahead, collected by the next step()
 
     def _load_draft_model(self):
         """The draft model of the hybrid/draft drafters (engine/spec/hybrid.py), when the engine's
@@ -168,7 +188,7 @@ class LLMEngine:
         self._finish(seq, "cancelled")
 
     def has_work(self) -> bool:
-        return self.scheduler.has_work()
+        return self.scheduler.has_work()  # a step in flight runs sequences that are still running
 
     @property
     def waiting(self):
@@ -193,38 +213,76 @@ class LLMEngine:
 
     # ---- one step ---------------------------------------------------------------------------
     def step(self) -> None:
-        """One engine step: run the scheduler's plan (a prefill or a verify step), accept, commit."""
+        """One engine step: a prefill step, or a verify step -- launch, accept, commit.
+
+        A verify step's successor is planned while it runs (`Scheduler.plan_ahead`) and, when its
+        bet holds, launched before this call returns: the next call finds it in flight and only
+        waits for it, so the GPU does not idle through the host's planning and staging."""
+        times = self.step_times
         t0 = time.perf_counter()
-        plan = self.scheduler.schedule()
-        if not plan.batch:
-            return
-        if plan.prefill:
-            self.runner.forward(plan.batch, logits=False)
-            self.scheduler.postprocess(plan)
-            return
-        t = time.perf_counter()
-        wait = self.runner.wait_seconds
-        sampled = [not (seq.params.greedy and self.cfg.greedy_fast_path) for seq, _ in plan.batch]
-        # One forward and one device-to-host copy for the whole batch; logits only for sampling.
-        greedy_rows, logits = self.runner.verify(plan.batch, logits=any(sampled))
+        flight = self._flight
+        if flight is not None and all(seq.is_finished for seq, _ in flight.plan.batch):
+            self.runner.collect(flight.forward)  # every sequence of it was cancelled: drop it
+            flight = self._flight = None
+        if flight is None:
+            plan = self.scheduler.schedule()
+            if not plan.batch:
+                return
+            if plan.prefill:
+                self.runner.forward(plan.batch, logits=False)
+                self.scheduler.postprocess(plan)
+                return
+            t1 = time.perf_counter()
+            times.schedule += t1 - t0
+            flight = self._launch(plan)
+        self._flight = None
+        t1 = time.perf_counter()
+        ahead = staged = None
+        if self.cfg.plan_ahead:
+            ahead = self.scheduler.plan_ahead(flight.plan)
+            staged = self.runner.stage(ahead.batch, ahead.starts) if ahead is not None else None
         t2 = time.perf_counter()
+        wait = self.runner.wait_seconds
+        rows, logits = self.runner.collect(flight.forward)
+        t3 = time.perf_counter()
+        accepted = self._accept(flight.plan, rows, logits)
+        t4 = time.perf_counter()
+        self.step_cost.observe(flight.plan.num_tokens, t4 - flight.t_launch)
+        self.scheduler.postprocess(flight.plan, accepted, self._commit)
+        t5 = time.perf_counter()
+        if ahead is not None and self.scheduler.ahead_holds(ahead):
+            self._flight = self._launch(ahead, staged)
+            times.ahead += 1
+        times.steps += 1
+        times.schedule += t2 - t1
+        times.collect += t3 - t2
+        times.wait += self.runner.wait_seconds - wait
+        times.accept += t4 - t3
+        times.postprocess += t5 - t4
+
+    def _launch(self, plan: StepPlan, staged=None) -> _Flight:
+        """Start `plan`'s forward (one for the whole batch; logits only for sampled requests)."""
+        t = time.perf_counter()
+        logits = any(self._sampled(seq) for seq, _ in plan.batch)
+        forward = self.runner.launch(plan.batch, logits, plan.starts, staged)
+        self.step_times.launch += time.perf_counter() - t
+        return _Flight(plan, forward, t)
+
+    def _sampled(self, seq: Sequence) -> bool:
+        return not (seq.params.greedy and self.cfg.greedy_fast_path)
+
+    def _accept(self, plan: StepPlan, rows: list[list[int]], logits: torch.Tensor | None) -> list[list[int]]:
+        """The tokens each sequence of `plan` commits: its accepted drafts and a bonus token."""
         start, accepted = 0, []
-        for (seq, feed), row, needs_probs in zip(plan.batch, greedy_rows, sampled):
-            if needs_probs:
+        for (seq, feed), row in zip(plan.batch, rows):
+            if seq.is_finished:
+                accepted.append([])  # cancelled while its step ran: nothing to verify
+            elif self._sampled(seq):
                 accepted.append(self.accept_sampled(seq, logits[start : start + len(feed)], feed[1:]))
             else:
                 accepted.append(accept_greedy(row, feed[1:]))
             start += len(feed)
-        t3 = time.perf_counter()
-        self.step_cost.observe(start, t3 - t)
-        self.scheduler.postprocess(plan, accepted, self._commit)
-        times = self.step_times
-        times.steps += 1
-        times.schedule += t - t0
-        times.forward += t2 - t
-        times.wait += self.runner.wait_seconds - wait
-        times.accept += t3 - t2
-        times.postprocess += time.perf_counter() - t3
+        return accepted
 
     def accept_sampled(self, seq: Sequence, logits: torch.Tensor, draft: list[int]) -> list[int]:
         """Verify `draft` against target logits [len(draft)+1, V] by sampling (engine/spec/verify.py);

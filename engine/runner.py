@@ -10,11 +10,13 @@ captured CUDA graph unless `enforce_eager` is set.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from itertools import accumulate
 
 import torch
 
 from engine.config import EngineConfig
+from engine.cuda_graphs import GraphRunner, Staged
 from engine.kv_cache import KVCache, kv_bytes_per_token
 from engine.loader.hf_folder import load_model
 from engine.loader.registry import model_context, resolve
@@ -56,8 +58,6 @@ class ModelRunner:
         self.graphs = None
         # int4 hands out its full-precision window on the host at each write, which a graph cannot replay.
         if self.device.type == "cuda" and not cfg.enforce_eager and cfg.kv_dtype != "int4":
-            from engine.cuda_graphs import GraphRunner
-
             self.graphs = GraphRunner(self)
 
     def _window_blocks(self) -> int:
@@ -74,13 +74,14 @@ class ModelRunner:
         # At least one full-context sequence with its longest verify block (64 positions).
         return max(self.cfg.max_model_len + 64, min(want, CPU_KV_BUDGET_BYTES // per_token))
 
-    def prepare(self, batch: list[tuple[Sequence, list[int]]]):
+    def prepare(self, batch: list[tuple[Sequence, list[int]]], starts: list[int] | None = None):
         """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed) for an eager
-        forward (a CUDA graph stages its own: engine/cuda_graphs.py)."""
+        forward, each feed at positions from its `starts` entry (default: the sequence's cached
+        length); a CUDA graph stages its own (engine/cuda_graphs.py)."""
         bs = self.cfg.block_size
+        starts = starts or [seq.num_cached for seq, _ in batch]
         ids, positions, slots, q_lens, ctx_lens = [], [], [], [], []
-        for seq, feed in batch:
-            start = seq.num_cached
+        for (seq, feed), start in zip(batch, starts):
             pos = range(start, start + len(feed))
             ids.extend(feed)
             positions.extend(pos)
@@ -90,8 +91,8 @@ class ModelRunner:
         width = max(ctx_lens)
         max_q = max(q_lens)
         q_pos = torch.zeros(len(batch), max_q, dtype=torch.long)
-        for i, (seq, feed) in enumerate(batch):
-            q_pos[i] = torch.arange(seq.num_cached, seq.num_cached + max_q)
+        for i, start in enumerate(starts):
+            q_pos[i] = torch.arange(start, start + max_q)
         dev = self.device
         meta = AttentionMetadata(
             slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev),
@@ -116,33 +117,66 @@ class ModelRunner:
         """Run the model over `batch`, writing K/V. Returns each sequence's greedy token after every
         fed row (only after its last row with `last_only`), read back in one device-to-host copy,
         and fp32 logits [sum(len(feed)), vocab] when `logits` (sampled requests need them).
+        `launch` then `collect`."""
+        return self.collect(self.launch(batch, logits), last_only)
+
+    def stage(self, batch: list[tuple[Sequence, list[int]]], starts: list[int]) -> Staged | None:
+        """Lay out a verify step's inputs ahead of its launch (while the GPU runs the step before),
+        each feed at positions from its `starts` entry: a CUDA graph's Staged, or None where the
+        step will run eager (launch prepares it then)."""
+        if self.graphs is not None and self.graphs.can_run(batch):
+            return self.graphs.stage(batch, starts)
+        return None
+
+    @torch.inference_mode()
+    def launch(self, batch: list[tuple[Sequence, list[int]]], logits: bool = False,
+               starts: list[int] | None = None, staged: Staged | None = None) -> Flight:
+        """Start the forward over `batch` (each feed at positions from `starts`, default the cached
+        lengths; `staged` = its inputs as `stage` laid them out) without waiting for it.
 
         On a CUDA graph the greedy tokens come out of the graph itself (lm_head and argmax are
         captured), so a greedy step launches no kernel outside it."""
-        hidden, tokens, keep = self._run(batch)
+        hidden, tokens, keep = self.graphs.replay(staged) if staged is not None else self._run(batch, starts)
         out = None
         if logits or tokens is None:
             hidden, keep = _rows(hidden, keep), None
             out = self.model.compute_logits(hidden)  # [T, V]
             tokens = self.model.greedy_from_logits(out, self.vocab_limit)
+        return Flight(batch, tokens, keep, out)
+
+    def collect(self, flight: Flight, last_only: bool = False) -> tuple[list[list[int]], torch.Tensor | None]:
+        """Wait for `flight`: each sequence's greedy tokens (see `verify`) and its logits if asked."""
         t = time.perf_counter()
-        flat = tokens.tolist()  # the step's one device-to-host copy
+        flat = flight.tokens.tolist()  # the step's one device-to-host copy
         self.wait_seconds += time.perf_counter() - t
-        if keep is not None:
-            flat = [flat[i] for i in keep]
+        if flight.keep is not None:
+            flat = [flat[i] for i in flight.keep]
         rows, start = [], 0
-        for _, feed in batch:
+        for _, feed in flight.batch:
             start += len(feed)
             rows.append(flat[start - 1 : start] if last_only else flat[start - len(feed) : start])
-        return rows, out
+        return rows, flight.logits
 
-    def _run(self, batch) -> tuple[torch.Tensor, torch.Tensor | None, list[int] | None]:
+    def _run(self, batch, starts: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor | None, list[int] | None]:
         """Hidden states and, from a CUDA graph, greedy tokens; `keep` lists the real rows when a
         graph padded the batch (GraphRunner.run), else the rows are the first sum(len(feed))."""
+        starts = starts or [seq.num_cached for seq, _ in batch]
         if self.graphs is not None and self.graphs.can_run(batch):
-            return self.graphs.run(batch)
-        ids, positions, meta = self.prepare(batch)
+            return self.graphs.run(batch, starts)
+        ids, positions, meta = self.prepare(batch, starts)
         return self.model(ids, positions, meta, self.kv.layers), None, None
+
+
+@dataclass
+class Flight:
+    """A forward launched and not yet read back (`ModelRunner.launch`, then `collect`): its
+    batch, the greedy tokens of its rows on the device, the real rows among them when a graph
+    padded it (None: all), and the fp32 logits when asked."""
+
+    batch: list[tuple[Sequence, list[int]]]
+    tokens: torch.Tensor
+    keep: list[int] | None
+    logits: torch.Tensor | None
 
 
 def _rows(x: torch.Tensor, keep: list[int] | None) -> torch.Tensor:

@@ -45,6 +45,9 @@ class StepPlan:
     prefill: bool
     batch: list[tuple[Sequence, list[int]]] = field(default_factory=list)
     proposals: dict = field(default_factory=dict)  # Sequence -> engine.spec.hybrid.Proposal
+    # Where each feed starts (a plan made ahead: the cached lengths the step before will leave);
+    # None = each sequence's cached length now.
+    starts: list[int] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -133,11 +136,59 @@ class Scheduler:
         return StepPlan(prefill=False, batch=batch,
                         proposals={seq: proposals[seq] for seq, _ in batch if seq in proposals})
 
-    def draft_room(self, seq: Sequence) -> int:
-        """Most draft tokens `seq` may take this step: its block, its max_tokens, the context."""
+    def draft_room(self, seq: Sequence, grown: int = 0) -> int:
+        """Most draft tokens `seq` may take this step -- after `grown` more tokens, for a plan made
+        ahead: its block, its max_tokens, the context."""
         return max(0, min(seq.verify_tokens - 1,
-                          seq.params.max_tokens - seq.num_generated - 1,
-                          self.max_model_len - len(seq) - 1))
+                          seq.params.max_tokens - seq.num_generated - grown - 1,
+                          self.max_model_len - len(seq) - grown - 1))
+
+    # ---- the next plan, made while this one runs --------------------------------------------
+    def plan_ahead(self, plan: StepPlan) -> StepPlan | None:
+        """The verify plan after `plan`, made while `plan` runs on the GPU, on a bet: every sequence
+        accepts its whole draft and its bonus token is the one its drafter predicts next (the
+        drafter's `lookahead`), as in most steps of copied text. The engine launches it as soon
+        as `plan`'s tokens are in if `ahead_holds`, so the GPU does not wait for the host's
+        planning; else it is dropped (only its blocks stay with their sequences, needed soon).
+        Exactness does not depend on the bet: a plan made ahead is what `verify_plan` would make
+        from the state it bets on, verified like any other.
+
+        None where there is no bet: requests waiting (admission changes the batch), the draft
+        model's sequences, drafters without `lookahead`, too few free blocks (it never preempts).
+        """
+        if plan.prefill or self.waiting or plan.proposals or len(plan.batch) != len(self.running):
+            return None
+        feeds, starts = [], []
+        for seq, feed in plan.batch:
+            lookahead = getattr(seq.drafter, "lookahead", None)
+            if lookahead is None or seq.model_drafts or seq.status != Status.RUNNING:
+                return None
+            room = self.draft_room(seq, grown=len(feed))
+            bet = lookahead(seq.tokens, feed[1:], room)
+            if not bet:
+                return None
+            feeds.append(bet)
+            starts.append(seq.num_cached + len(feed))
+        seqs = [seq for seq, _ in plan.batch]
+        lengths = self.size_drafts(seqs, [bet[1:] for bet in feeds], bet=[len(feed) - 1 for _, feed in plan.batch])
+        # Room for the whole verify block (graphs pad to K), allocated only if nothing is preempted.
+        need = [self.blocks.blocks_for(start + seq.verify_tokens) - len(seq.block_table)
+                for seq, start in zip(seqs, starts)]
+        if sum(max(0, n) for n in need) > self.blocks.num_free:
+            return None
+        for seq, n in zip(seqs, need):
+            if n > 0:
+                seq.block_table.extend(self.blocks.allocate(n))
+        return StepPlan(prefill=False, batch=[(seq, bet[: n + 1]) for seq, bet, n in zip(seqs, feeds, lengths)],
+                        starts=starts)
+
+    def ahead_holds(self, ahead: StepPlan) -> bool:
+        """Whether the bet of `ahead` (a `plan_ahead` plan) came true once the step before it was
+        postprocessed: the same sequences run, none waits, and each one cached every fed token
+        and committed the predicted bonus token."""
+        return (not self.waiting and len(ahead.batch) == len(self.running)
+                and all(seq is run and seq.num_cached == start and seq.tokens[-1] == feed[0]
+                        for (seq, feed), start, run in zip(ahead.batch, ahead.starts, self.running)))
 
     def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
         """The hybrid/draft drafters' proposals (engine/spec/hybrid.py), by sequence, for the
@@ -150,14 +201,16 @@ class Scheduler:
                                         [rooms[i] for i in idx], self._fit(flat=True))
         return {seqs[i]: p for i, p in zip(idx, proposals)}
 
-    def size_drafts(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[int]:
-        """How much of each draft to verify this step (engine/step_cost.py explains the rule)."""
+    def size_drafts(self, seqs: list[Sequence], drafts: list[list[int]], bet: list[int] | None = None) -> list[int]:
+        """How much of each draft to verify this step (engine/step_cost.py explains the rule); a
+        plan made ahead counts the `bet` drafts of the step before as accepted."""
         full = [len(d) for d in drafts]
         fit = self._fit()
         if fit is None:
             return full if self.verify_budget is None else plan_drafts(full, [1.0] * len(full), 1.0, 0.0,
                                                                        self.verify_budget)
-        alphas = [acceptance_rate(s.stats.accepted, s.stats.rejections) for s in seqs]
+        bet = bet or [0] * len(seqs)
+        alphas = [acceptance_rate(s.stats.accepted + n, s.stats.rejections) for s, n in zip(seqs, bet)]
         return plan_drafts(full, alphas, *fit, budget=self.verify_budget)
 
     def _fit(self, flat: bool = False) -> tuple[float, float] | None:
@@ -178,6 +231,8 @@ class Scheduler:
                 self.publish_blocks(seq)
             return
         for (seq, feed), new in zip(plan.batch, accepted):
+            if seq.is_finished:
+                continue  # cancelled while its step ran
             # The cache holds [last token] + the accepted drafts; the rejected tail is dropped by
             # this length change alone (its rows are overwritten by the next step).
             seq.num_cached = len(seq) + len(new) - 1

@@ -34,7 +34,8 @@ def test_staged_inputs_match_the_eager_layout(engine):
     inputs = _Inputs(B, Tq, width, "cpu", scratch, bs)
     inputs.host[:] = -1  # a stale layout must be overwritten everywhere
     graph = SimpleNamespace(B=B, Tq=Tq, width=width)
-    inputs.stage(graph, batch)
+    inputs.stage(graph, batch, [seq.num_cached for seq in seqs])
+    inputs.copy(graph)
     ids, pos, slots, tables, q_pos = (np.asarray(v) for v in inputs.views(B, Tq, width, "cpu"))
 
     e_ids, e_pos, meta = engine.runner.prepare(batch)
@@ -50,8 +51,7 @@ def test_staged_inputs_match_the_eager_layout(engine):
     assert (ids[T:] == 0).all() and (pos[T:] == 0).all() and (slots[T:] == scratch).all()
     assert (tables[len(batch) :] == 0).all() and (q_pos[len(batch) :] == 0).all()
     # A feed past the sequence's blocks is refused, never written to another sequence's slot.
-    seqs[0].num_cached += 64
     with pytest.raises(IndexError):
-        inputs.stage(graph, batch)
+        inputs.stage(graph, batch, [seqs[0].num_cached + 64] + [seq.num_cached for seq in seqs[1:]])
     for seq in seqs:
         engine.cancel(seq)

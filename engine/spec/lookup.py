@@ -248,6 +248,7 @@ class LookupDrafter:
         self._generated = _Source("generated", [], self.keys, ref=sys.maxsize)
         self._sources.append(self._generated)
         self._seen = 0  # context tokens processed so far
+        self._best: _Source | None = None  # the source of the last draft
         self.last_source: str | None = None
         self.stats = {"calls": 0, "searches": {}, "misses": {}, "drafts": {}}  # per source name
 
@@ -265,7 +266,7 @@ class LookupDrafter:
         for src in self._sources:
             if src.cursor is not None and new:
                 self._follow(src, new)
-        best = self._pick(context)
+        best = self._best = self._pick(context)
         self.last_source = best.name if best else None
         if best is None or max_tokens <= 0:
             return []
@@ -296,6 +297,26 @@ class LookupDrafter:
             return []
         src, pos = best
         return src.tokens[pos : pos + draft_length(best_len, max_tokens, self.growth)]
+
+    def lookahead(self, context: list[int], draft: list[int], max_tokens: int) -> list[int]:
+        """The bet behind planning a step ahead (engine/scheduler.py, `Scheduler.plan_ahead`): the
+        token this drafter predicts after `draft` -- the bonus token, were all of `draft` accepted
+        -- then the draft it would propose next, up to `max_tokens` long (its length as if the
+        run had grown by all of them). `[]` where there is no bet: `draft` is not this drafter's
+        proposal for `context` (brought up to date first, as `propose` does), or its source ends.
+
+        Example: a source [.., 5, 6, 7, 8, 9, 10, ..] with its cursor at 5 and a run of 16: draft
+        [5, 6] -> [7, 8, 9, 10, ..] (7 the predicted bonus, then up to max_tokens tokens).
+        """
+        if len(context) != self._seen:
+            self.propose(context, len(draft))
+        src = self._best
+        if src is None or src.cursor is None:
+            return []
+        start = src.cursor + len(draft)
+        if src.tokens[src.cursor : start] != draft:
+            return []
+        return src.tokens[start : start + 1 + draft_length(src.run + len(draft) + 1, max_tokens, self.growth)]
 
     def _follow(self, src: _Source, new: list[int]) -> None:
         matched = follow(src.tokens, src.cursor, new)

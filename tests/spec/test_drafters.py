@@ -105,6 +105,26 @@ def test_cursor_is_checked_not_assumed():
     assert d.propose(ctx, 15) == [16, 17, 18, 19]
 
 
+def test_lookahead_bets_on_the_source_after_the_draft():
+    """`lookahead` (Scheduler.plan_ahead's bet): the token after the draft, then the draft that
+    would follow if all of it and that token were committed -- the same as `propose` then gives."""
+    original = list(range(10, 60))
+    d = lookup(original=original)
+    ctx = PROMPT + [10, 11]
+    draft = d.propose(ctx, 15)
+    assert draft == [12, 13, 14, 15]
+    bet = d.lookahead(ctx, draft, 15)
+    assert bet == [16] + list(range(17, 31))  # run 2 + 4 + 1 = 7 -> 14 tokens
+    assert d.propose(ctx + draft + [16], 15) == bet[1:]
+    # After a step launched from a bet, the drafter has not seen its tokens: it catches up first.
+    ctx += draft + [16]
+    assert d.lookahead(ctx, bet[1:], 15) == [31] + list(range(32, 47))
+    assert d.lookahead(ctx, [17, 99], 15) == []  # not this drafter's draft: no bet
+    assert lookup(original=original).lookahead(PROMPT + [99], [], 15) == []  # no match: no bet
+    end = lookup(original=[10, 11, 12, 13])
+    assert end.lookahead(PROMPT + [10, 11], end.propose(PROMPT + [10, 11], 15), 15) == []  # the source ends
+
+
 def test_repeated_code_reanchors_to_the_nearest_occurrence():
     # Three near-identical functions f, g, h: a header token each, then the same body 1..6.
     original = [50, 1, 2, 3, 4, 5, 6, 51, 1, 2, 3, 4, 5, 6, 52, 1, 2, 3, 4, 5, 6]

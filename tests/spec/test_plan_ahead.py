@@ -1,0 +1,97 @@
+"""Planning a verify step while the one before runs (Scheduler.plan_ahead): the engine's output
+is the same with it and without it, it engages on copied text, and a request cancelled while a
+step planned ahead is in flight leaves nothing behind. On the real CI model, fp32 on the CPU (the
+GPU only changes what the overlap is worth; bench.spec_decode measures that on the H200)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from engine.types import Request, SamplingParams
+from prompts.apply import build_apply_prompt
+
+DEV = "bench/data/dev.jsonl"
+
+
+@pytest.fixture(scope="module")
+def engines(ci_model_dir):
+    common = {"model": str(ci_model_dir), "max_model_len": 4096, "max_num_seqs": 4}
+    return LLMEngine(EngineConfig(**common)), LLMEngine(EngineConfig(plan_ahead=False, **common))
+
+
+def apply_requests(plain: LLMEngine, n: int, max_tokens: int = 96) -> tuple[list[Request], list[list[int]]]:
+    """Apply prompts of the smallest dev cases and their plain greedy outputs. The prediction
+    source is that output (the CI model does not write the expected file), so lookup drafts
+    whole blocks and the bets hold but where the output ends or repeats itself."""
+    tok = plain.tokenizer
+    with open(DEV) as f:
+        rows = sorted((json.loads(line) for line in f), key=lambda r: len(r["original"]))[:n]
+    requests, outputs = [], []
+    for r in rows:
+        prompt = build_apply_prompt(r["original"], r["update_snippet"], r["instruction"], r["language"])
+        ids, params = prompt.prompt_ids(tok), SamplingParams(max_tokens=max_tokens)
+        want = run_together(plain, [Request(ids, params, drafter="none", verify_tokens=1)])[0]
+        requests.append(Request(ids, params, sources={"prediction": want, "original": tok.encode(r["original"])}))
+        outputs.append(want)
+    return requests, outputs
+
+
+def run_together(engine: LLMEngine, requests: list[Request]) -> list[list[int]]:
+    seqs = [engine.add_request(r) for r in requests]
+    while engine.has_work():
+        engine.step()
+    return [s.output_ids for s in seqs]
+
+
+def test_plan_ahead_engages_and_changes_no_token(engines):
+    ahead, plain = engines
+    requests, outputs = apply_requests(plain, 2)
+    ahead.step_times.ahead = ahead.step_times.steps = 0
+    for r, want in zip(requests, outputs):
+        assert run_together(ahead, [r]) == [want]
+        assert run_together(plain, [r]) == [want]
+    assert ahead.step_times.ahead > 0.3 * ahead.step_times.steps
+    assert plain.step_times.ahead == 0
+
+
+def test_plan_ahead_with_a_batch_of_requests(engines):
+    """Three requests in one batch finishing at different steps: the bet holds only while the
+    same sequences run, and the outputs equal one-at-a-time plain decoding."""
+    ahead, plain = engines
+    requests, want = apply_requests(plain, 3, max_tokens=64)
+    requests[1] = Request(requests[1].prompt_ids, SamplingParams(max_tokens=24), sources=requests[1].sources)
+    want[1] = want[1][:24]
+    free = ahead.kv.allocator.num_free
+    steps = ahead.step_times.ahead
+    assert run_together(ahead, requests) == want
+    assert ahead.step_times.ahead > steps
+    assert ahead.kv.allocator.num_free == free
+
+
+def test_cancel_while_a_step_planned_ahead_is_in_flight(engines):
+    ahead, plain = engines
+    (first, second), (_, want) = apply_requests(plain, 2, max_tokens=64)
+    free = ahead.kv.allocator.num_free
+    a, b = ahead.add_request(first), ahead.add_request(second)
+    while ahead._flight is None and not a.is_finished:
+        ahead.step()
+    assert ahead._flight is not None
+    ahead.cancel(a)  # its rows of the step in flight are dropped; its blocks are free again
+    while ahead.has_work():
+        ahead.step()
+    assert a.finish_reason == "cancelled" and b.output_ids == want
+    # The last one, alone, cancelled in flight: the next step drops the step and starts afresh.
+    c = ahead.add_request(first)
+    while ahead._flight is None and not c.is_finished:
+        ahead.step()
+    assert ahead._flight is not None
+    ahead.cancel(c)
+    assert not ahead.has_work() and ahead.kv.allocator.num_free == free
+    d = ahead.add_request(second)
+    while ahead.has_work():
+        ahead.step()
+    assert d.output_ids == want and ahead.kv.allocator.num_free == free
