@@ -11,7 +11,7 @@
 #                                            it is not start's)
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, profile, pull05, spec60, apply60, ahead60, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -41,6 +41,10 @@ job() {
     step7) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-7b --contexts 4096 --no-hf --no-eager --no-checks ;;
     # One shape, one context: graph step times and the graph-versus-eager checks (batch of three included).
     check05) $t 240 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager ;;
+    # Graph step times, the K=16 step planned ahead among them, of the three shapes (0.5B at three contexts).
+    steps_ahead)
+      $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 1024 4096 16384 --no-hf --no-eager --no-checks
+      for s in 1.5b 7b; do $t 200 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf --no-eager --no-checks; done ;;
     # GPU time per kernel family of a graph replay (and of an eager step for the 0.5B), all three shapes at 4k.
     profile)
       $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-checks --profile

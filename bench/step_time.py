@@ -3,7 +3,9 @@
 Random weights in a real model's shape (Qwen2.5-Coder-0.5B by default) suffice for timing: the
 work per step does not depend on the weights' values. Compares our engine with CUDA graphs,
 without (eager), and transformers' eager forward with its KV cache, against the floor of reading
-the weights once (bytes / 4.3 TB/s on the H200). Also checks that graph replay and eager give the
+the weights once (bytes / 4.3 TB/s on the H200). With CUDA graphs also the K=16 step "planned
+ahead": launched as soon as the step before is read back, its inputs staged meanwhile, as the
+engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
 
     python -m bench.step_time [--shape qwen2.5-coder-0.5b] [--contexts 1024 4096 8192]
@@ -80,6 +82,38 @@ def engine_step_ms(engine, context: int, k: int, reps: int) -> float:
     feed = [seq.tokens[-1]] + prompt[:k - 1]
     # A greedy verify step as the engine runs it: forward, greedy tokens, one copy to the host.
     ms = time_fn(lambda: engine.runner.verify([(seq, feed)]), reps)
+    engine.cancel(seq)
+    return ms
+
+
+def pipelined_step_ms(engine, context: int, k: int, reps: int) -> float:
+    """A greedy verify step as the engine runs it when its plan made ahead holds (engine.step,
+    Scheduler.plan_ahead): the next step's inputs are staged while this one runs, and it is
+    launched as soon as this one's tokens are read back. Mean ms per step over `reps` such steps
+    (the same block at the same positions each time)."""
+    from engine.types import Request, SamplingParams
+
+    g = torch.Generator().manual_seed(context)
+    prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
+    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
+    while seq.needs_prefill:
+        engine.step()
+    engine.scheduler.ensure_room(seq, len(seq) + k)
+    runner, batch, starts = engine.runner, [(seq, [seq.tokens[-1]] + prompt[: k - 1])], [seq.num_cached]
+    flight = runner.launch(batch, starts=starts)
+
+    def steps(n: int) -> None:
+        nonlocal flight
+        for _ in range(n):
+            staged = runner.stage(batch, starts)
+            runner.collect(flight)
+            flight = runner.launch(batch, starts=starts, staged=staged)
+
+    steps(3)
+    t = time.perf_counter()
+    steps(reps)
+    runner.collect(flight)
+    ms = (time.perf_counter() - t) * 1000 / (reps + 1)
     engine.cancel(seq)
     return ms
 
@@ -255,6 +289,10 @@ def main(argv=None) -> None:
                 ms = engine_step_ms(eng, ctx, k, args.reps)
                 rows.append([name, ctx, k, ms, ms / floor_ms, k / ms * 1000])
                 results["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
+            if cuda and not eager:
+                ms = pipelined_step_ms(eng, ctx, 16, args.reps)
+                rows.append([name + ", planned ahead", ctx, 16, ms, ms / floor_ms, 16 / ms * 1000])
+                results["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": 16, "ms": ms})
         if args.kernels and cuda and eager:
             counts = kernels_per_step(eng, args.contexts[0], 16)
             kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
