@@ -11,7 +11,7 @@
 #                                            it is not start's)
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -53,6 +53,9 @@ job() {
     # The 60 apply cases with the next step planned ahead off and on, alternating (one lease, one process each).
     ahead60) for a in 0 1 0 1; do EDITAPPLY_PLAN_AHEAD=$a $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
       --plot $RES/ahead60_$a --configs "lookup K=16 +prediction" && cp $RES/spec_decode_cuda.json $RES/ahead60_${a}_$(date +%s).json; done ;;
+    # The 1.5B on the 60 apply cases, lookup, planned ahead off and on, alternating.
+    ahead15) for a in 0 1 0 1; do EDITAPPLY_PLAN_AHEAD=$a $t 150 python3 -m bench.drafters --limit 60 --max-tokens 2048 \
+      --workloads apply --drafters lookup; done ;;
     pull05) pull qwen2.5-coder-0.5b q05 ;;
     pull15) pull qwen2.5-coder-1.5b q15 ;;
     spec60)

@@ -153,24 +153,31 @@ class Scheduler:
         Exactness does not depend on the bet: a plan made ahead is what `verify_plan` would make
         from the state it bets on, verified like any other.
 
-        None where there is no bet: requests waiting (admission changes the batch), the draft
-        model's sequences, drafters without `lookahead`, too few free blocks (it never preempts).
+        The draft model's sequences take part while lookup quotes for them: a draft that fills
+        the block is verified alone (engine/spec/hybrid.py), so the model does not run either way.
+        None where there is no bet: requests waiting (admission changes the batch), drafters
+        without `lookahead`, the draft model writing or about to write, too few free blocks (it
+        never preempts).
         """
-        if plan.prefill or self.waiting or plan.proposals or len(plan.batch) != len(self.running):
+        if plan.prefill or self.waiting or len(plan.batch) != len(self.running):
             return None
-        feeds, starts = [], []
+        seqs, bets, rooms, starts = [], [], [], []
         for seq, feed in plan.batch:
             lookahead = getattr(seq.drafter, "lookahead", None)
-            if lookahead is None or seq.model_drafts or seq.status != Status.RUNNING:
+            quoted = seq not in plan.proposals or plan.proposals[seq].quoted
+            if lookahead is None or not quoted or seq.status != Status.RUNNING:
                 return None
             room = self.draft_room(seq, grown=len(feed))
             bet = lookahead(seq.tokens, feed[1:], room)
-            if not bet:
+            if not bet or (seq.model_drafts and len(bet) - 1 < room):
                 return None
-            feeds.append(bet)
+            seqs.append(seq)
+            bets.append(bet)
+            rooms.append(room)
             starts.append(seq.num_cached + len(feed))
-        seqs = [seq for seq, _ in plan.batch]
-        lengths = self.size_drafts(seqs, [bet[1:] for bet in feeds], bet=[len(feed) - 1 for _, feed in plan.batch])
+        drafts = [bet[1:] for bet in bets]
+        proposals = self.propose_with_model(seqs, drafts, rooms)  # quotes only: the model does not run
+        lengths = self.size_drafts(seqs, drafts, bet=[len(feed) - 1 for _, feed in plan.batch])
         # Room for the whole verify block (graphs pad to K), allocated only if nothing is preempted.
         need = [self.blocks.blocks_for(start + seq.verify_tokens) - len(seq.block_table)
                 for seq, start in zip(seqs, starts)]
@@ -179,8 +186,8 @@ class Scheduler:
         for seq, n in zip(seqs, need):
             if n > 0:
                 seq.block_table.extend(self.blocks.allocate(n))
-        return StepPlan(prefill=False, batch=[(seq, bet[: n + 1]) for seq, bet, n in zip(seqs, feeds, lengths)],
-                        starts=starts)
+        return StepPlan(prefill=False, batch=[(seq, bet[: n + 1]) for seq, bet, n in zip(seqs, bets, lengths)],
+                        proposals=proposals, starts=starts)
 
     def ahead_holds(self, ahead: StepPlan) -> bool:
         """Whether the bet of `ahead` (a `plan_ahead` plan) came true once the step before it was

@@ -109,6 +109,11 @@ class Proposal:
             self.tokens.extend(tokens)
             self.parts.append((kind, len(tokens)))
 
+    @property
+    def quoted(self) -> bool:
+        """Lookup's draft filled the block and the model did not run (or there was no room)."""
+        return all(kind == QUOTE for kind, _ in self.parts)
+
     def count(self, kind: str, limit: int) -> int:
         """Tokens of `kind` among the first `limit`."""
         n, offset = 0, 0

@@ -139,6 +139,19 @@ def test_greedy_output_is_plain_decoding_with_the_draft_model(engine, drafter):
     assert draft.states == {} and draft.blocks.num_free == draft.blocks.num_blocks
 
 
+def test_quotes_are_planned_ahead(engine):
+    """While lookup quotes for a hybrid request (its draft fills the block, so the model does not
+    run), the next step is planned ahead as for lookup alone (Scheduler.plan_ahead); where the
+    prediction ends the model's turn comes back, and the output is plain decoding's throughout."""
+    ids, sources = apply_case(engine.tokenizer)
+    params = SamplingParams(max_tokens=96)
+    plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
+    before = engine.step_times.ahead
+    out, _ = generate(engine, Request(ids, params, sources={"prediction": plain[:64], **sources}, drafter="hybrid"))
+    assert out == plain
+    assert engine.step_times.ahead - before >= 2
+
+
 def test_sampled_output_is_the_same_text_with_the_draft_model(engine):
     """Coupled verification keys its noise by seed and position: a seed gives the same text with
     the hybrid drafter as without speculation, rejections and all."""
