@@ -34,6 +34,12 @@ from engine.kv_cache import KVCache
 from engine.sequence import Sequence, Status
 from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 
+# Plan ahead only while at most this many sequences run. Measured on the H200 (bench/RESULTS.md,
+# "The next step planned ahead"): one sequence gains 9-23% (the bet holds in ~85-93% of apply
+# steps); 8 and 32 concurrent requests lost 7-10% with it, unexplained (the planning itself costs
+# ~60 us a step there), and all of them must accept whole drafts at once for a bet to hold.
+PLAN_AHEAD_MAX_SEQS = 1
+
 
 @dataclass
 class StepPlan:
@@ -155,11 +161,12 @@ class Scheduler:
 
         The draft model's sequences take part while lookup quotes for them: a draft that fills
         the block is verified alone (engine/spec/hybrid.py), so the model does not run either way.
-        None where there is no bet: requests waiting (admission changes the batch), drafters
-        without `lookahead`, the draft model writing or about to write, too few free blocks (it
-        never preempts).
+        None where there is no bet: more than PLAN_AHEAD_MAX_SEQS sequences, requests waiting
+        (admission changes the batch), drafters without `lookahead`, the draft model writing or
+        about to write, too few free blocks (it never preempts).
         """
-        if plan.prefill or self.waiting or len(plan.batch) != len(self.running):
+        if (plan.prefill or self.waiting or len(plan.batch) != len(self.running)
+                or len(plan.batch) > PLAN_AHEAD_MAX_SEQS):
             return None
         seqs, bets, rooms, starts = [], [], [], []
         for seq, feed in plan.batch:

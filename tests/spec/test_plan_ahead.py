@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from engine import scheduler
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.types import Request, SamplingParams
@@ -58,13 +59,18 @@ def test_plan_ahead_engages_and_changes_no_token(engines):
     assert plain.step_times.ahead == 0
 
 
-def test_plan_ahead_with_a_batch_of_requests(engines):
-    """Three requests in one batch finishing at different steps: the bet holds only while the
-    same sequences run, and the outputs equal one-at-a-time plain decoding."""
+@pytest.mark.parametrize("max_seqs", [1, 8])
+def test_plan_ahead_with_a_batch_of_requests(engines, max_seqs, monkeypatch):
+    """Three requests in one batch finishing at different steps. By default steps are planned
+    ahead once one sequence is left (PLAN_AHEAD_MAX_SEQS); allowed for the whole batch, the bet
+    holds only while the same sequences run. Either way the outputs equal one-at-a-time plain
+    decoding and every block comes back."""
+    monkeypatch.setattr(scheduler, "PLAN_AHEAD_MAX_SEQS", max_seqs)
     ahead, plain = engines
-    requests, want = apply_requests(plain, 3, max_tokens=64)
-    requests[1] = Request(requests[1].prompt_ids, SamplingParams(max_tokens=24), sources=requests[1].sources)
-    want[1] = want[1][:24]
+    requests, want = apply_requests(plain, 3, max_tokens=96)
+    for i, n in ((1, 24), (2, 48)):  # the first runs alone for its last steps
+        requests[i] = Request(requests[i].prompt_ids, SamplingParams(max_tokens=n), sources=requests[i].sources)
+        want[i] = want[i][:n]
     free = ahead.kv.allocator.num_free
     steps = ahead.step_times.ahead
     assert run_together(ahead, requests) == want
@@ -72,7 +78,8 @@ def test_plan_ahead_with_a_batch_of_requests(engines):
     assert ahead.kv.allocator.num_free == free
 
 
-def test_cancel_while_a_step_planned_ahead_is_in_flight(engines):
+def test_cancel_while_a_step_planned_ahead_is_in_flight(engines, monkeypatch):
+    monkeypatch.setattr(scheduler, "PLAN_AHEAD_MAX_SEQS", 8)
     ahead, plain = engines
     (first, second), (_, want) = apply_requests(plain, 2, max_tokens=64)
     free = ahead.kv.allocator.num_free
@@ -95,3 +102,17 @@ def test_cancel_while_a_step_planned_ahead_is_in_flight(engines):
     while ahead.has_work():
         ahead.step()
     assert d.output_ids == want and ahead.kv.allocator.num_free == free
+
+
+def test_a_request_arriving_while_a_step_planned_ahead_is_in_flight(engines):
+    """The newcomer waits, so the bet after the step in flight fails and it is admitted then."""
+    ahead, plain = engines
+    (first, second), want = apply_requests(plain, 2, max_tokens=64)
+    a = ahead.add_request(first)
+    while ahead._flight is None and not a.is_finished:
+        ahead.step()
+    assert ahead._flight is not None
+    b = ahead.add_request(second)
+    while ahead.has_work():
+        ahead.step()
+    assert [a.output_ids, b.output_ids] == want
