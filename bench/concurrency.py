@@ -4,6 +4,9 @@ All requests are submitted at once and the engine runs them with continuous batc
 is total generated tokens over wall time (prefill included). Speculation feeds up to K tokens per
 sequence per step, so at high concurrency a step costs more; the verify budget caps a step's
 tokens and cuts drafts to a share under load. The table shows where long verify blocks stop paying.
+With the hybrid drafter it also shows the draft model's part: the steps it ran in, the committed
+tokens it read to catch up (each request's prompt, then quotes) and its seconds. On CUDA each
+level runs every mode once untimed first (Triton compiles per batch shape).
 
     python -m bench.concurrency [--model qwen2.5-coder-0.5b] [--levels 1 8 32 64] [--max-tokens 0]
         [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"]
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import asdict
 
 from bench.common import header, load_dev, save_json, table
 from bench.spec_decode import build_cases
@@ -44,7 +48,15 @@ def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int
     vsteps = sum(s.stats.steps for s in seqs)
     return {"requests": n, "tokens": gen, "seconds": wall, "tok_s": gen / wall,
             "per_step": gen / vsteps if vsteps else 0.0, "engine_steps": steps,
-            "preemptions": engine.scheduler.preemptions}
+            "preemptions": engine.scheduler.preemptions,
+            "hybrid": asdict(engine.hybrid.stats) if engine.hybrid is not None and drafter == "hybrid" else None}
+
+
+def model_cells(r: dict) -> list:
+    """The draft model's part of a hybrid run: steps it ran in (probes among them), committed
+    tokens it read to catch up (prompts, quotes), its seconds."""
+    h = r["hybrid"]
+    return [f"{h['model_steps']} ({h['probes']})", h["caught_up"], h["model_seconds"]] if h else ["", "", ""]
 
 
 def main(argv=None) -> None:
@@ -70,22 +82,26 @@ def main(argv=None) -> None:
     engine.warmup(max(len(c["prompt_ids"]) + cap(c) for c in cases), list(range(1, top + 1)))
     for n in args.levels:
         engine.scheduler.max_num_seqs = n
+        if engine.cfg.torch_device.type == "cuda":  # Triton compiles per batch shape: not in any mode's time
+            for mode in args.modes:
+                run_level(engine, cases, n, *MODES[mode], 16)
         for mode in args.modes:
             drafter, k = MODES[mode]
             engine.scheduler.preemptions = 0
             engine.reset_estimates()  # each mode learns its own step cost and acceptance
             r = run_level(engine, cases, n, drafter, k, args.max_tokens)
             results[f"{n}/{mode}"] = r
-            rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"]])
+            rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"], *model_cells(r)])
             print(rows[-1], flush=True)
         plain = results.get(f"{n}/plain", {}).get("tok_s")
         for mode in [m for m in args.modes if m != "plain"] if plain else ():
-            rows.append([n, f"speedup of {mode}", "", "", results[f"{n}/{mode}"]["tok_s"] / plain, "", ""])
+            rows.append([n, f"speedup of {mode}", "", "", results[f"{n}/{mode}"]["tok_s"] / plain, "", "", "", "", ""])
     cfg = engine.cfg
     print(header(f"Concurrent apply requests ({args.model}, {cfg.torch_dtype}, {cfg.torch_device}, "
                  f"KV {engine.kv.num_blocks * engine.kv.block_size} tokens, "
                  f"adaptive drafts {cfg.adaptive_drafts}, verify cap {cfg.verify_budget or 'none'})"))
-    print(table(["concurrent", "mode", "tokens", "seconds", "total tok/s", "tokens/step", "preemptions"], rows))
+    print(table(["concurrent", "mode", "tokens", "seconds", "total tok/s", "tokens/step", "preemptions",
+                 "model steps (probes)", "caught up", "model s"], rows))
     save_json(f"concurrency_{cfg.torch_device.type}.json", results)
 
 

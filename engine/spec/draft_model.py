@@ -29,6 +29,7 @@ draft cache was fed that the target committed, and overwrites the rest.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -92,7 +93,10 @@ class DraftModel:
         self.blocks = self.runner.kv.blocks
         self.states: dict[str, DraftSequence] = {}
         self.cost = StepCost()  # seconds per drafting forward against the tokens it feeds
-        self.prefill_cost = StepCost(min_samples=2)  # seconds per long catch-up forward against its tokens
+        # Seconds per long catch-up forward against its tokens: flat from the first one (a probe's),
+        # a fit once two sizes are seen.
+        self.prefill_cost = StepCost(min_samples=1)
+        self.caught_up = 0  # committed tokens read to catch up, all calls (HybridStats counts its own)
 
     def release(self, seq_id: str) -> None:
         st = self.states.pop(seq_id, None)
@@ -165,29 +169,41 @@ class DraftModel:
             for pair in ahead:
                 pair[1] = pair[1][K:]
 
+    def lag(self, seq, lead: int) -> int:
+        """Tokens of `seq` (and `lead` more) the model must read before its drafting forward: 0 for
+        a sequence it is in sync with (what it has not read fits that forward's verify block)."""
+        st = self.states.get(seq.id)
+        return max(0, len(seq.tokens) + lead - (st.common_prefix(seq.tokens) if st else 0) - self.cfg.verify_tokens)
+
     def catch_up_seconds(self, jobs: list[tuple[object, int]]) -> float:
         """Estimated seconds `_feed_ahead` will take for these (sequence, lead length) jobs. With
         CUDA graphs: short catch-ups at the drafting forward's fitted cost a verify block at a time
         (all jobs together), long ones at the prefill fit, one eager forward per chunk (flat while
         the prefills seen show no slope). Without graphs a catch-up rides in the drafting forward,
         so it costs its tokens at the fitted slope, plus a forward per chunk past the first.
-        Either part is 0 until measured."""
+        Infinite while a catch-up it needs has no measured price: the hybrid's rule never pays
+        an unpriced one, only a probe does (engine/spec/hybrid.py)."""
         K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
         fit, prefill = self.cost.fit_or_flat(), self.prefill_cost.fit_or_flat()
-        slope = prefill[1] if prefill and prefill[1] else fit[1] if fit else 0.0  # a flat prefill has none
+        slope = prefill[1] if prefill and prefill[1] else fit[1] if fit else None  # a flat prefill has none
         blocks = tokens = long_seconds = 0.0
         for seq, lead in jobs:
-            st = self.states.get(seq.id)
-            lag = len(seq.tokens) + lead - (st.common_prefix(seq.tokens) if st else 0) - K
+            lag = self.lag(seq, lead)
             if lag <= 0:
                 continue
             if self.runner.graphs is None:
+                if slope is None:
+                    return math.inf
                 long_seconds += lag * slope + ((-(-(lag + K) // chunk) - 1) * prefill[0] if prefill else 0.0)
             elif lag > (GRAPH_CATCH_UP_BLOCKS - 1) * K:
-                long_seconds += -(-lag // chunk) * prefill[0] + lag * prefill[1] if prefill else 0.0
+                if prefill is None:
+                    return math.inf
+                long_seconds += -(-lag // chunk) * prefill[0] + lag * prefill[1]
             else:
                 blocks, tokens = max(blocks, -(-lag // K)), tokens + lag
-        return (blocks * fit[0] + tokens * fit[1] if fit else 0.0) + long_seconds
+        if blocks and fit is None:
+            return math.inf
+        return (blocks * fit[0] + tokens * fit[1] if blocks else 0.0) + long_seconds
 
     @torch.inference_mode()
     def propose(self, jobs: list[tuple[object, list[int], int]]) -> list[list[int]]:
@@ -206,6 +222,7 @@ class DraftModel:
                 continue
             live.append(i)
             feeds.append([st, feed])
+            self.caught_up += len(feed) - len(lead)
         if not live:
             return out
         self._feed_ahead(feeds)

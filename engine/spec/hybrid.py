@@ -26,16 +26,22 @@ step and sequence (drafter `hybrid`):
   steps wait for it until they have taken as long as the catch-up, then pay it (ski rental's
   rule: at worst about twice the best choice in hindsight); a quote resuming ends the wait. A
   cost whose fit finds no slope (on a GPU both models' steps are launch-bound) is priced flat,
-  at its mean (StepCost.fit_or_flat). While either cost is
-  warming up, d counts the model's tokens likelier accepted than not (alpha^k >= 1/2). The
-  model runs only when its expected rate beats lookup alone by MIN_GAIN: the estimates are
-  rough, and near break-even (a small CPU, where every fed token costs compute) a wrong call
-  loses more than a right one wins. When the
-  rule says d = 0, a probe still drafts one token now and then, so the estimate follows a
-  workload that changes (a chat turns into code the model can guess): once the steps since the
-  last probe have taken PROBE_SHARE of their time what the probe will cost (its catch-up
-  included: after a long quote, an eager prefill of the model many times a verify step), or
-  every PROBE_EVERY-th step while the costs are not measured yet.
+  at its mean (StepCost.fit_or_flat). The model runs only when its expected rate beats lookup
+  alone by MIN_GAIN: the estimates are rough, and near break-even (a small CPU, where every fed
+  token costs compute) a wrong call loses more than a right one wins;
+* in a batch, the sequences the model is in sync with are decided first, alone; those it is
+  behind on join them only when the rule prices the whole set, catch-ups included, higher, or
+  once the wait above is over. So one request that just arrived (its whole prompt unread) does
+  not hold back the model for the others, nor do they make it pay that prompt;
+* a catch-up whose cost is not measured yet is never paid by the rule, only by a probe; while
+  either model's step cost is not measured, the synced sequences' d counts the model's tokens
+  likelier accepted than not (alpha^k >= 1/2). When the model does not run, a probe still drafts
+  one token now and then for one sequence (the one it has least to read for), so the estimates
+  follow a workload that changes (a chat turns into code the model can guess) and the costs get
+  measured: every PROBE_EVERY-th step from the first while a price is missing, else once the
+  steps since the last probe have taken 1/PROBE_SHARE times what the probe will cost (its
+  catch-up included: after a long quote, an eager prefill of the model many times a verify
+  step).
 
 Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
 Verification is unchanged: a drafted token is only a proposal, so outputs are exactly those of
@@ -44,6 +50,7 @@ plain decoding (greedy) or of the target's distribution (sampled).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -135,17 +142,33 @@ class HybridStats:
     model_steps: int = 0
     probes: int = 0
     after_wait: int = 0  # model steps run once the steps waiting for it took as long as its catch-up
+    caught_up: int = 0  # committed tokens the model read before drafting (prompts, quotes)
     model_seconds: float = 0.0
     priced_seconds: float = 0.0
 
 
 @dataclass
 class _Plan:
+    """One sequence's options for a step where lookup's draft leaves room: for each d = 0..D the
+    model's expected extra accepted tokens and which leads (MODEL: its d tokens replace lookup's
+    draft; LOOKUP: it continues after that draft), whichever gains more."""
+
     seq: object
     room: int
-    lead: str  # LOOKUP or MODEL
     lookup: list[int]  # lookup's draft
-    gain_per_d: list[float]  # expected extra accepted tokens if the model writes d tokens, d = 0..D
+    gain_per_d: list[float]
+    leads: list[str]
+
+    def extra_fed(self, d: int) -> int:
+        """Tokens the step feeds beyond lookup's draft when the model writes d."""
+        if self.leads[d] == MODEL:
+            return min(d, self.room) - len(self.lookup)
+        return min(d, self.room - len(self.lookup))
+
+    @property
+    def lead_tokens(self) -> int:
+        """Lookup's tokens the model reads before drafting, as the largest d would have it."""
+        return len(self.lookup) if self.leads[-1] == LOOKUP else 0
 
 
 class HybridDrafting:
@@ -166,36 +189,36 @@ class HybridDrafting:
             if room <= 0 or len(draft) >= room:
                 proposals[i].add(QUOTE, draft[:room])
                 continue
-            e_lookup = expected_commits(a_l, len(draft))
-            model_leads = not draft or expected_commits(a_m, min(self.max_draft, room)) > e_lookup
-            if model_leads:
-                gains = [expected_commits(a_m, min(d, room)) - (e_lookup if d else 0.0)
-                         for d in range(self.max_draft + 1)]
-                plans.append((i, _Plan(seq, room, MODEL, draft, gains)))
-            else:
-                left = room - len(draft)
-                gains = [a_l ** len(draft) * expected_commits(a_m, min(d, left)) for d in range(self.max_draft + 1)]
-                plans.append((i, _Plan(seq, room, LOOKUP, draft, gains)))
+            e_lookup, left = expected_commits(a_l, len(draft)), room - len(draft)
+            gains, leads = [0.0], [LOOKUP]
+            for d in range(1, self.max_draft + 1):
+                model = expected_commits(a_m, min(d, room)) - e_lookup
+                fill = a_l ** len(draft) * expected_commits(a_m, min(d, left))
+                gains.append(max(model, fill))
+                leads.append(MODEL if model > fill else LOOKUP)
+            plans.append((i, _Plan(seq, room, draft, gains, leads)))
         stats = self.stats
         stats.steps += bool(plans)
-        d, priced = self._decide([p for _, p in plans], lookup_drafts, target_fit)
+        d, priced, chosen = self._decide([p for _, p in plans], lookup_drafts, target_fit)
+        chosen_ids = {id(p) for p in chosen}
         jobs = []
         for i, p in plans:
-            if d == 0 or (p.lead == MODEL and p.gain_per_d[d] <= 0):
+            if id(p) not in chosen_ids or p.gain_per_d[d] <= 0:
                 proposals[i].add(LOOKUP, p.lookup)
                 continue
-            if p.lead == LOOKUP:
+            if p.leads[d] == LOOKUP:
                 proposals[i].add(LOOKUP, p.lookup)
                 jobs.append((i, (p.seq, p.lookup, min(d, p.room - len(p.lookup)))))
             else:
                 proposals[i].displaced = p.lookup
                 jobs.append((i, (p.seq, [], min(d, p.room))))
         if jobs:
-            t = time.perf_counter()
+            t, read = time.perf_counter(), self.model.caught_up
             drafts = self.model.propose([job for _, job in jobs])
             stats.model_steps += 1
             stats.model_seconds += time.perf_counter() - t
             stats.priced_seconds += priced
+            stats.caught_up += self.model.caught_up - read
             for (i, (seq, lead, _)), tokens in zip(jobs, drafts):
                 p = proposals[i]
                 if not tokens and p.displaced:  # no room in the draft cache: lookup's draft after all
@@ -210,78 +233,96 @@ class HybridDrafting:
                     p.add(FILL, seq.drafter.peek(tail + p.tokens, room))
         return proposals
 
+    def _lag(self, p: _Plan) -> int:
+        return self.model.lag(p.seq, p.lead_tokens)
+
     def _catch_up(self, plans: list[_Plan]) -> float:
-        """Seconds the model must first spend reading what it has not seen (paid by this step)."""
-        return self.model.catch_up_seconds([(p.seq, len(p.lookup) if p.lead == LOOKUP else 0) for p in plans])
+        """Seconds the model must first spend reading what it has not seen (paid by this step;
+        infinite while unpriced)."""
+        return self.model.catch_up_seconds([(p.seq, p.lead_tokens) for p in plans])
 
     def _decide(self, plans: list[_Plan], lookup_drafts: list[list[int]],
-                target_fit: tuple[float, float] | None) -> tuple[int, float]:
-        """How many tokens the model writes this step, and the seconds the rule priced that at
-        (module docstring): the rule with the catch-up charged to this step; else, where the
-        model would run were it in sync, once the steps waiting for it have taken as long as the
-        catch-up; else a probe when one is due."""
+                target_fit: tuple[float, float] | None) -> tuple[int, float, list[_Plan]]:
+        """How many tokens the model writes this step, the seconds the rule priced that at, and
+        for which plans (module docstring). The plans the model is in sync with are decided
+        alone (no catch-up); the others join them when the rule prices the whole set, catch-ups
+        included, above the synced ones alone, or once the steps waiting for them have taken as
+        long as their catch-up. While the costs are not measured, the synced plans run as many
+        tokens as are likelier accepted than not and the others only through a probe."""
         if not plans:
             self.waited_seconds = 0.0  # a quote resumed: the model's chance passed
-            return 0, 0.0
-        catch_up = self._catch_up(plans)
-        d, priced = self._choose_d(plans, lookup_drafts, target_fit, catch_up)
-        if d == 0 and catch_up > 0 and target_fit is not None:
-            d_sync, priced_sync = self._choose_d(plans, lookup_drafts, target_fit, 0.0)
-            if d_sync:
+            return 0, 0.0, []
+        synced = [p for p in plans if self._lag(p) <= 0]
+        d, rate, priced = self._choose_d(synced, lookup_drafts, target_fit, 0.0)
+        chosen = synced if d else []
+        if len(synced) < len(plans) and target_fit is not None and self.model.cost.fit_or_flat() is not None:
+            catch_up = self._catch_up(plans)
+            d_all, rate_all, priced_all = self._choose_d(plans, lookup_drafts, target_fit, catch_up)
+            if d_all and rate_all > rate:
+                self.waited_seconds = 0.0
+                return d_all, priced_all, plans
+            d_sync, rate_sync, priced_sync = self._choose_d(plans, lookup_drafts, target_fit, 0.0)
+            if d_sync and rate_sync > rate and math.isfinite(catch_up):
                 self.waited_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
-                if self.waited_seconds < catch_up:
-                    return 0, 0.0
-                d, priced = d_sync, priced_sync + catch_up
-                self.stats.after_wait += 1
-        if d:
-            self.waited_seconds = 0.0
-            return d, priced
-        if self._probe_due(plans, lookup_drafts, target_fit, catch_up):
+                if self.waited_seconds >= catch_up:
+                    self.waited_seconds = 0.0
+                    self.stats.after_wait += 1
+                    return d_sync, priced_sync + catch_up, plans
+        if chosen:
+            return d, priced, chosen
+        probe = [min(plans, key=self._lag)]  # the plan with the least to read
+        catch_up = self._catch_up(probe)
+        if self._probe_due(lookup_drafts, target_fit, catch_up):
             self.stats.probes += 1
-            return 1, self._probe_seconds(plans, catch_up)
-        return 0, 0.0
+            return 1, self._probe_seconds(1, catch_up if math.isfinite(catch_up) else 0.0), probe
+        return 0, 0.0, []
 
-    def _probe_seconds(self, plans: list[_Plan], catch_up: float) -> float:
-        """Priced seconds of a probe: the catch-up, then one drafting forward for every plan."""
+    def _probe_seconds(self, n_plans: int, catch_up: float) -> float:
+        """Priced seconds of a probe: the catch-up, then one drafting forward for `n_plans` plans."""
         fit = self.model.cost.fit_or_flat()
-        return catch_up + (fit[0] + fit[1] * len(plans) if fit else 0.0)
+        return catch_up + (fit[0] + fit[1] * n_plans if fit else 0.0)
 
-    def _probe_due(self, plans: list[_Plan], lookup_drafts: list[list[int]],
-                   target_fit: tuple[float, float] | None, catch_up: float) -> bool:
-        """Whether this step, where the model does not run, drafts one token anyway (module docstring)."""
+    def _probe_due(self, lookup_drafts: list[list[int]], target_fit: tuple[float, float] | None,
+                   catch_up: float) -> bool:
+        """Whether this step, where the model does not run, drafts one token anyway for one plan,
+        `catch_up` seconds behind (module docstring): every PROBE_EVERY-th step from the first
+        while a price is missing, else once the steps since the last probe have taken
+        1/PROBE_SHARE times what it costs."""
         draft_fit = self.model.cost.fit_or_flat()
-        if target_fit is None or draft_fit is None:
-            return self.stats.steps % PROBE_EVERY == 0
+        if target_fit is None or draft_fit is None or not math.isfinite(catch_up):
+            return (self.stats.steps - 1) % PROBE_EVERY == 0
         self.unprobed_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
-        if self._probe_seconds(plans, catch_up) > PROBE_SHARE * self.unprobed_seconds:
+        if self._probe_seconds(1, catch_up) > PROBE_SHARE * self.unprobed_seconds:
             return False
         self.unprobed_seconds = 0.0
         return True
 
     def _choose_d(self, plans: list[_Plan], lookup_drafts: list[list[int]],
-                  target_fit: tuple[float, float] | None, catch_up: float) -> tuple[int, float]:
-        """The d in [0, D] that maximizes the step's expected committed tokens per second with
-        `catch_up` seconds charged to the model, and the seconds the model's part is priced at
-        (0 while the costs are not measured)."""
+                  target_fit: tuple[float, float] | None, catch_up: float) -> tuple[int, float, float]:
+        """The d in [0, D] that maximizes the step's expected committed tokens per second when the
+        model writes for `plans` with `catch_up` seconds charged to it; that rate (lookup's alone,
+        for d = 0: the model must beat it by MIN_GAIN); and the seconds the model's part is
+        priced at (0 while the costs are not measured: then d counts the tokens likelier
+        accepted than not, and the rate is 0)."""
         if not plans:
-            return 0, 0.0
+            return 0, 0.0, 0.0
         draft_fit = self.model.cost.fit_or_flat()
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
-        if target_fit is None or draft_fit is None:  # no costs yet: the tokens likelier accepted than not
-            return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5), 0.0
+        if target_fit is None or draft_fit is None:
+            return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5), 0.0, 0.0
         (a, b), (a_d, b_d) = target_fit, draft_fit
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
-        best, best_rate, priced = 0, MIN_GAIN * base / (a + b * base_fed), 0.0
+        best, base_rate, priced = 0, base / (a + b * base_fed), 0.0
+        best_rate = MIN_GAIN * base_rate
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
-            extra_fed = sum(min(d, p.room - len(p.lookup)) if p.lead == LOOKUP else min(d, p.room) - len(p.lookup)
-                            for p in plans)
+            extra_fed = sum(p.extra_fed(d) for p in plans)
             model_seconds = d * (a_d + b_d * len(plans)) + catch_up
             seconds = a + b * (base_fed + extra_fed) + model_seconds
             if (base + gain) / seconds > best_rate:
                 best, best_rate, priced = d, (base + gain) / seconds, model_seconds
-        return best, priced
+        return best, (best_rate if best else base_rate), priced
 
     def reset(self) -> None:
         """Forget the acceptance and cost estimates (benchmarks start each configuration cold)."""

@@ -10,6 +10,7 @@ qwen2.5-coder-0.5b drafting for the 1.5B, is measured in bench/RESULTS.md; CI do
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from types import SimpleNamespace
 
@@ -127,13 +128,19 @@ def test_greedy_output_is_plain_decoding_with_the_draft_model(engine, drafter):
     tok = engine.tokenizer
     prompts = [(tok.encode_chat(CHAT), {}), apply_case(tok)]
     drafted = accepted = 0
-    for ids, sources in prompts:
-        params = SamplingParams(max_tokens=96)
-        plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
-        out, stats = generate(engine, Request(ids, params, sources=sources, drafter=drafter))
-        assert out == plain
-        drafted, accepted = drafted + stats.model_drafted, accepted + stats.model_accepted
-        assert stats.model_accepted <= stats.model_drafted <= stats.drafted
+    # The model's estimate pinned high, so that it drafts in every step it is in sync for (left
+    # to learn, one early rejection stops this weak draft until a probe).
+    engine.hybrid.rates[MODEL] = Acceptance(prior=0.9, weight=1e6)
+    try:
+        for ids, sources in prompts:
+            params = SamplingParams(max_tokens=96)
+            plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
+            out, stats = generate(engine, Request(ids, params, sources=sources, drafter=drafter))
+            assert out == plain
+            drafted, accepted = drafted + stats.model_drafted, accepted + stats.model_accepted
+            assert stats.model_accepted <= stats.model_drafted <= stats.drafted
+    finally:
+        engine.hybrid.reset()
     assert 0 < accepted < drafted
     draft = engine.hybrid.model
     assert draft.states == {} and draft.blocks.num_free == draft.blocks.num_blocks
@@ -250,6 +257,13 @@ def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
         EngineConfig(draft_tokens=64)
 
 
+def stub_model(catch_up):
+    """What the rule reads of a DraftModel: its costs, and a catch-up of `catch_up()` seconds
+    (0: in sync) for any sequence."""
+    return SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: catch_up(),
+                           lag=lambda seq, lead: 1 if catch_up() else 0)
+
+
 def test_draft_length_follows_costs_and_acceptance():
     """The rule alone (engine/spec/hybrid.py): on a GPU-like cost (the target's step barely grows
     with fed tokens, a draft forward costs a tenth of a step) a well-accepted draft model writes
@@ -260,13 +274,13 @@ def test_draft_length_follows_costs_and_acceptance():
     from engine.step_cost import StepCost
 
     def d_for(a, b, a_d, b_d, alpha, catch_up=0.0):
-        hybrid = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: catch_up), draft_tokens=5)
+        hybrid = HybridDrafting(stub_model(lambda: catch_up), draft_tokens=5)
         hybrid.model.cost = cost = StepCost(min_samples=2)
         for n in (1, 4, 9):
             cost.observe(n, a_d + b_d * n)
         hybrid.rates[MODEL] = Acceptance(prior=alpha, weight=1e6)
         gains = [expected_commits(alpha, d) for d in range(6)]
-        return hybrid._choose_d([_Plan(None, 15, MODEL, [], gains)], [[]], (a, b), catch_up)[0]
+        return hybrid._choose_d([_Plan(None, 15, [], gains, [MODEL] * 6)], [[]], (a, b), catch_up)[0]
 
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85) == 5
     assert 0 < d_for(a=0.12, b=0.05, a_d=0.01, b_d=0.005, alpha=0.85) < 5
@@ -278,30 +292,29 @@ def test_draft_length_follows_costs_and_acceptance():
 def test_probes_spend_a_bounded_share_of_the_time():
     """When the rule declines the model, a probe still drafts one token now and then; with the
     costs measured, probes spend at most PROBE_SHARE of the steps' time: one that must first read
-    a long quote (an eager prefill, 20 verify steps' worth) waits far longer than one in sync."""
-    from engine.spec.hybrid import PROBE_EVERY, PROBE_SHARE, _Plan
+    a long quote (an eager prefill, 20 verify steps' worth) waits far longer than one in sync.
+    While a price is missing (the draft's step, or a catch-up of a kind not seen yet), every
+    PROBE_EVERY-th step probes, from the first."""
+    from engine.spec.hybrid import PROBE_EVERY, PROBE_SHARE
     from engine.step_cost import StepCost
 
-    def probes(catch_up: float, steps: int = 2000) -> int:
-        hybrid = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: catch_up))
+    def probes(catch_up: float, steps: int = 2000, measured: bool = True) -> list[int]:
+        hybrid = HybridDrafting(stub_model(lambda: catch_up))
         hybrid.model.cost = cost = StepCost(min_samples=2)
-        for n in (1, 4):
+        for n in (1, 4) if measured else ():
             cost.observe(n, 0.001 + 1e-5 * n)  # a draft forward: half a verify step
-        plans = [_Plan(None, 15, LOOKUP, [1, 2], [0.0] * 6)]
-        return sum(hybrid._probe_due(plans, [[1, 2]], (0.002, 1e-5), catch_up) for _ in range(steps))
+        due = []
+        for step in range(steps):
+            hybrid.stats.steps += 1  # as propose() counts them
+            due += [step] if hybrid._probe_due([[1, 2]], (0.002, 1e-5), catch_up) else []
+        return due
 
     step = 0.002 + 3e-5
-    assert probes(0.0) == pytest.approx(2000 * step * PROBE_SHARE / 0.00101, rel=0.1)
-    assert probes(0.04) == pytest.approx(2000 * step * PROBE_SHARE / 0.04101, rel=0.25)
-    assert probes(0.04) < 2000 / PROBE_EVERY / 10
-    # Before the costs are measured: every PROBE_EVERY-th step.
-    cold = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: 0.0))
-    cold.model.cost = StepCost()
-    plans, due = [_Plan(None, 15, LOOKUP, [1], [0.0] * 6)], 0
-    for _ in range(64):
-        cold.stats.steps += 1  # as propose() counts them
-        due += cold._probe_due(plans, [[1]], (0.002, 1e-5), 0.0)
-    assert due == 64 // PROBE_EVERY
+    assert len(probes(0.0)) == pytest.approx(2000 * step * PROBE_SHARE / 0.00101, rel=0.1)
+    assert len(probes(0.04)) == pytest.approx(2000 * step * PROBE_SHARE / 0.04101, rel=0.25)
+    assert len(probes(0.04)) < 2000 / PROBE_EVERY / 10
+    assert probes(0.0, 64, measured=False) == list(range(0, 64, PROBE_EVERY))
+    assert probes(math.inf, 64) == list(range(0, 64, PROBE_EVERY))
 
 
 def test_steps_wait_out_a_catch_up_then_pay_it():
@@ -313,13 +326,13 @@ def test_steps_wait_out_a_catch_up_then_pay_it():
     from engine.step_cost import StepCost
 
     lag = {"seconds": 0.04}
-    hybrid = HybridDrafting(SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: lag["seconds"]), draft_tokens=5)
+    hybrid = HybridDrafting(stub_model(lambda: lag["seconds"]), draft_tokens=5)
     hybrid.model.cost = cost = StepCost(min_samples=2)
     for n in (1, 4, 9):
         cost.observe(n, 0.0004 + 0.00001 * n)
     hybrid.rates[MODEL] = Acceptance(prior=0.85, weight=1e6)
     hybrid.rates[LOOKUP] = Acceptance(prior=0.3, weight=1e6)
-    plans = [_Plan(None, 15, MODEL, [], [expected_commits(0.85, d) for d in range(6)])]
+    plans = [_Plan(None, 15, [], [expected_commits(0.85, d) for d in range(6)], [MODEL] * 6)]
     fit = (0.004, 0.00002)  # a 4 ms verify step: the wait lasts about ten steps
     waited = 0
     while (decision := hybrid._decide(plans, [[]], fit))[0] == 0:
@@ -330,7 +343,7 @@ def test_steps_wait_out_a_catch_up_then_pay_it():
     lag["seconds"] = 0.04  # behind again; halfway through the wait a quote resumes
     for _ in range(5):
         assert hybrid._decide(plans, [[]], fit)[0] == 0
-    assert hybrid._decide([], [[1] * 15], fit) == (0, 0.0)
+    assert hybrid._decide([], [[1] * 15], fit) == (0, 0.0, [])
     assert sum(hybrid._decide(plans, [[]], fit)[0] == 0 for _ in range(waited)) == waited  # from the start
 
 
@@ -345,3 +358,43 @@ def test_a_flat_cost_is_priced_by_its_mean():
     cost.observe(4000, 0.03)
     a, b = cost.fit_or_flat()
     assert b > 0 and a > 0
+
+
+def test_a_sequence_behind_does_not_hold_back_those_in_sync():
+    """Two sequences where a well-accepted model pays: `synced` (it has read all it needs) and
+    `new` (its 2k-token prompt unread: a 40 ms catch-up). The model runs for `synced` at once,
+    while `new` waits out its catch-up (ski rental) and then joins. Cold (costs not measured):
+    `synced` drafts and `new` waits for a probe, and a probe reads for one sequence only, the one
+    with least to read (before, a cold engine caught up every prompt of a batch at once)."""
+    from engine.spec.hybrid import PROBE_EVERY, _Plan
+    from engine.step_cost import StepCost
+
+    lags = {"synced": 0, "new": 2000, "newer": 3000}
+    model = SimpleNamespace(cost=None, lag=lambda seq, lead: lags[seq.id],
+                            catch_up_seconds=lambda jobs: sum(0.04 * lags[s.id] / 2000 for s, _ in jobs))
+    hybrid = HybridDrafting(model, draft_tokens=5)
+    model.cost = StepCost(min_samples=2)
+    hybrid.rates[MODEL] = Acceptance(prior=0.85, weight=1e6)
+    hybrid.rates[LOOKUP] = Acceptance(prior=0.3, weight=1e6)
+
+    def plan(name):
+        return _Plan(SimpleNamespace(id=name), 15, [], [expected_commits(0.85, d) for d in range(6)], [MODEL] * 6)
+
+    synced, new = plan("synced"), plan("new")
+    fit = (0.004, 0.00002)
+    # Cold: no draft cost measured yet.
+    d, _, chosen = hybrid._decide([new, synced], [[], []], fit)
+    assert d >= 1 and chosen == [synced]
+    hybrid.stats.steps = 1  # the first step with plans probes: for `new`, the least behind of two
+    d, _, chosen = hybrid._decide([plan("newer"), new], [[], []], None)
+    assert (d, chosen[0].seq.id) == (1, "new") and hybrid.stats.probes == 1
+    # Measured: `synced` runs every step, `new` joins after about ten 4 ms steps.
+    for n in (1, 4, 9):
+        model.cost.observe(n, 0.0004 + 0.00001 * n)
+    hybrid.stats.steps = 2
+    waited = 0
+    while len((decision := hybrid._decide([synced, new], [[], []], fit))[2]) == 1 and waited < 100:
+        assert decision[0] >= 1 and decision[2] == [synced]
+        waited += 1
+    assert 8 <= waited <= 11 and decision[2] == [synced, new] and decision[1] >= 0.04
+    assert hybrid.stats.probes == 1 and PROBE_EVERY > 1
