@@ -92,11 +92,17 @@ class DraftModel:
         self.runner.vocab_limit = min(self.runner.model_config.vocab_size, target_vocab)
         self.blocks = self.runner.kv.blocks
         self.states: dict[str, DraftSequence] = {}
-        self.cost = StepCost()  # seconds per drafting forward against the tokens it feeds
-        # Seconds per long catch-up forward against its tokens: flat from the first one (a probe's),
-        # a fit once two sizes are seen.
-        self.prefill_cost = StepCost(min_samples=1)
+        self.reset_costs()
         self.caught_up = 0  # committed tokens read to catch up, all calls (HybridStats counts its own)
+
+    def reset_costs(self) -> None:
+        """Forget the measured costs. `cost`: seconds per drafting forward against the tokens it
+        feeds, priced (flat) from its second sample; `prefill_cost`: seconds per long catch-up
+        forward against its tokens, priced (flat) from the first. Few samples suffice: until both
+        are priced the hybrid's rule reads for no sequence it is behind on but through probes,
+        one sample each (engine/spec/hybrid.py); a fit follows once the sizes differ."""
+        self.cost = StepCost(min_samples=2)
+        self.prefill_cost = StepCost(min_samples=1)
 
     def release(self, seq_id: str) -> None:
         st = self.states.pop(seq_id, None)

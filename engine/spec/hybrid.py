@@ -55,7 +55,6 @@ import time
 from dataclasses import dataclass, field
 
 from engine.spec.draft_model import DraftModel
-from engine.step_cost import StepCost
 
 # D when EDITAPPLY_DRAFT_TOKENS is 0: bench/RESULTS.md ("Draft model + lookup") has the sweep.
 DEFAULT_DRAFT_TOKENS = 5
@@ -330,7 +329,7 @@ class HybridDrafting:
         self.stats = HybridStats()
         self.unprobed_seconds = 0.0  # estimated seconds of the steps without the model since the last probe
         self.waited_seconds = 0.0  # estimated seconds of the steps that waited out the model's catch-up
-        self.model.cost = StepCost()
+        self.model.reset_costs()
 
     def observe(self, proposal: Proposal, fed: int, committed: list[int]) -> tuple[int, int]:
         """Update the acceptance estimates from one verified draft: its first `fed` tokens were

@@ -87,7 +87,7 @@ def test_expected_commits_and_acceptance():
 
 
 def test_observe_counts_each_source_up_to_the_rejection():
-    hybrid = HybridDrafting(SimpleNamespace(cost=None))  # the rule alone: no model runs
+    hybrid = HybridDrafting(stub_model(lambda: 0.0))  # the rule alone: no model runs
     p = Proposal()
     p.add(LOOKUP, [1, 2])
     p.add(MODEL, [3, 4, 5])
@@ -260,7 +260,7 @@ def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
 def stub_model(catch_up):
     """What the rule reads of a DraftModel: its costs, and a catch-up of `catch_up()` seconds
     (0: in sync) for any sequence."""
-    return SimpleNamespace(cost=None, catch_up_seconds=lambda jobs: catch_up(),
+    return SimpleNamespace(cost=None, reset_costs=lambda: None, catch_up_seconds=lambda jobs: catch_up(),
                            lag=lambda seq, lead: 1 if catch_up() else 0)
 
 
@@ -370,7 +370,7 @@ def test_a_sequence_behind_does_not_hold_back_those_in_sync():
     from engine.step_cost import StepCost
 
     lags = {"synced": 0, "new": 2000, "newer": 3000}
-    model = SimpleNamespace(cost=None, lag=lambda seq, lead: lags[seq.id],
+    model = SimpleNamespace(cost=None, reset_costs=lambda: None, lag=lambda seq, lead: lags[seq.id],
                             catch_up_seconds=lambda jobs: sum(0.04 * lags[s.id] / 2000 for s, _ in jobs))
     hybrid = HybridDrafting(model, draft_tokens=5)
     model.cost = StepCost(min_samples=2)
