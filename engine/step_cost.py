@@ -18,6 +18,15 @@ from __future__ import annotations
 import heapq
 
 
+# The least spread of the observed sizes (weighted variance, tokens^2) that a slope is fitted from.
+# Below it one odd step decides the slope: one 2-token step among 1-token ones, slow for any
+# reason, fitted 60 ms per token where a token costs ~1 ms, and drafts cut to nothing by that
+# slope never made the steps that would correct it. Without a fit drafts are verified whole
+# (Scheduler.size_drafts) and the hybrid's rule prices the mean step (`fit_or_flat`): the
+# sizes spread again.
+MIN_SPREAD = 1.0
+
+
 class StepCost:
     """Exponentially weighted least-squares fit of seconds = a + b * tokens over recent steps."""
 
@@ -45,7 +54,7 @@ class StepCost:
         if self.samples < self.min_samples:
             return None
         var = self.sxx * self.w - self.sx * self.sx
-        if var <= 1e-9 * max(1.0, self.sxx * self.w):
+        if var < MIN_SPREAD * self.w * self.w:
             return None
         b = (self.sxy * self.w - self.sx * self.sy) / var
         a = (self.sy - b * self.sx) / self.w

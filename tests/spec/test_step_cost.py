@@ -18,6 +18,19 @@ def test_no_fit_before_enough_varied_steps():
     assert cost.fit() is None
 
 
+def test_one_odd_step_does_not_decide_the_slope():
+    """Steps of one token, and one of two that happened to be slow: no slope from that (it would
+    price a draft token at 60 ms and cut every draft, so the steps that could correct it never
+    come); the mean step as a flat cost instead. Sizes that really vary give the fit back."""
+    cost = StepCost()
+    for n in [1] * 6 + [2] + [1] * 6:
+        cost.observe(n, 0.076 if n == 2 else 0.016)
+    assert cost.fit() is None and cost.fit_or_flat()[1] == 0.0
+    for n in [16, 4, 9, 16]:
+        cost.observe(n, 0.016 + 0.001 * n)
+    assert cost.fit() is not None
+
+
 def test_confident_sequences_draft_the_whole_block_on_a_cpu():
     assert plan_drafts([15, 15], [0.99, 0.99], a=0.24, b=0.06) == [15, 15]
 
