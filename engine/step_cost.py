@@ -20,7 +20,7 @@ import heapq
 
 # The least spread of the observed sizes (weighted variance, tokens^2) that a slope is fitted from.
 # Below it one odd step decides the slope: one 2-token step among 1-token ones, slow for any
-# reason, fitted 60 ms per token where a token costs ~1 ms, and drafts cut to nothing by that
+# reason, fitted 60 ms per token where a token costs ~3 ms, and drafts cut to nothing by that
 # slope never made the steps that would correct it. Without a fit drafts are verified whole
 # (Scheduler.size_drafts) and the hybrid's rule prices the mean step (`fit_or_flat`): the
 # sizes spread again.
