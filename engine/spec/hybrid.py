@@ -232,9 +232,6 @@ class HybridDrafting:
                     p.add(FILL, seq.drafter.peek(tail + p.tokens, room))
         return proposals
 
-    def _lag(self, p: _Plan) -> int:
-        return self.model.lag(p.seq, p.lead_tokens)
-
     def _catch_up(self, plans: list[_Plan]) -> float:
         """Seconds the model must first spend reading what it has not seen (paid by this step;
         infinite while unpriced)."""
@@ -251,7 +248,8 @@ class HybridDrafting:
         if not plans:
             self.waited_seconds = 0.0  # a quote resumed: the model's chance passed
             return 0, 0.0, []
-        synced = [p for p in plans if self._lag(p) <= 0]
+        lags = {id(p): self.model.lag(p.seq, p.lead_tokens) for p in plans}
+        synced = [p for p in plans if lags[id(p)] <= 0]
         d, rate, priced = self._choose_d(synced, lookup_drafts, target_fit, 0.0)
         chosen = synced if d else []
         if len(synced) < len(plans) and target_fit is not None and self.model.cost.fit_or_flat() is not None:
@@ -269,17 +267,17 @@ class HybridDrafting:
                     return d_sync, priced_sync + catch_up, plans
         if chosen:
             return d, priced, chosen
-        probe = [min(plans, key=self._lag)]  # the plan with the least to read
+        probe = [min(plans, key=lambda p: lags[id(p)])]  # the plan with the least to read
         catch_up = self._catch_up(probe)
         if self._probe_due(lookup_drafts, target_fit, catch_up):
             self.stats.probes += 1
-            return 1, self._probe_seconds(1, catch_up if math.isfinite(catch_up) else 0.0), probe
+            return 1, self._probe_seconds(catch_up if math.isfinite(catch_up) else 0.0), probe
         return 0, 0.0, []
 
-    def _probe_seconds(self, n_plans: int, catch_up: float) -> float:
-        """Priced seconds of a probe: the catch-up, then one drafting forward for `n_plans` plans."""
+    def _probe_seconds(self, catch_up: float) -> float:
+        """Priced seconds of a probe: the catch-up, then one drafting forward for its one plan."""
         fit = self.model.cost.fit_or_flat()
-        return catch_up + (fit[0] + fit[1] * n_plans if fit else 0.0)
+        return catch_up + (fit[0] + fit[1] if fit else 0.0)
 
     def _probe_due(self, lookup_drafts: list[list[int]], target_fit: tuple[float, float] | None,
                    catch_up: float) -> bool:
@@ -291,7 +289,7 @@ class HybridDrafting:
         if target_fit is None or draft_fit is None or not math.isfinite(catch_up):
             return (self.stats.steps - 1) % PROBE_EVERY == 0
         self.unprobed_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
-        if self._probe_seconds(1, catch_up) > PROBE_SHARE * self.unprobed_seconds:
+        if self._probe_seconds(catch_up) > PROBE_SHARE * self.unprobed_seconds:
             return False
         self.unprobed_seconds = 0.0
         return True

@@ -366,7 +366,7 @@ def test_a_sequence_behind_does_not_hold_back_those_in_sync():
     while `new` waits out its catch-up (ski rental) and then joins. Cold (costs not measured):
     `synced` drafts and `new` waits for a probe, and a probe reads for one sequence only, the one
     with least to read (before, a cold engine caught up every prompt of a batch at once)."""
-    from engine.spec.hybrid import PROBE_EVERY, _Plan
+    from engine.spec.hybrid import _Plan
     from engine.step_cost import StepCost
 
     lags = {"synced": 0, "new": 2000, "newer": 3000}
@@ -397,4 +397,4 @@ def test_a_sequence_behind_does_not_hold_back_those_in_sync():
         assert decision[0] >= 1 and decision[2] == [synced]
         waited += 1
     assert 8 <= waited <= 11 and decision[2] == [synced, new] and decision[1] >= 0.04
-    assert hybrid.stats.probes == 1 and PROBE_EVERY > 1
+    assert hybrid.stats.probes == 1
