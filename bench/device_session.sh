@@ -12,7 +12,7 @@
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
-# pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens. bench/device_run.sh is the one-call form of the same.
+# pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -71,6 +71,13 @@ job() {
       --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     concurrency_short) $t 200 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --levels 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
+    # A random-weight 0.5B drafting on its own stream beside the 1.5B's K=16 step (drafting ahead).
+    beside) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --beside qwen2.5-coder-0.5b --contexts 1024 4096 ;;
+    # The hybrid drafting ahead (the default on CUDA) beside lookup, then the hybrid without it.
+    drafters_ahead)
+      $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters lookup hybrid
+      EDITAPPLY_DRAFT_AHEAD=off $t 240 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid \
+        --workloads instruction rag chat ;;
     draft_tokens)
       for d in 3 7; do EDITAPPLY_DRAFT_TOKENS=$d $t 200 python3 -m bench.drafters --limit 8 --max-tokens 256 \
         --workloads instruction rag chat --drafters hybrid; done ;;

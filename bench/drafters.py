@@ -137,14 +137,15 @@ def main(argv=None) -> None:
           "launched from a plan made during the step before; schedule includes the drafters, collect the wait on the GPU):\n")
     print(table(["workload", "drafter", "decode wall"] + list(StepTimes().cells()), phases))
     model = [[*key.split("/"), h["steps"], h["model_steps"], h["probes"], h["caught_up"], f"{h['model_seconds']:.2f}",
-              f"{h['priced_seconds']:.2f}", f"{h['model_seconds'] / r['decode_s']:.0%}" if r["decode_s"] else ""]
+              f"{h['priced_seconds']:.2f}", f"{h['model_seconds'] / r['decode_s']:.0%}" if r["decode_s"] else "",
+              h["ahead"], f"{h['ahead_seconds']:.2f}"]
              for key, r in results.items() if (h := r["hybrid"]) and key.split("/")[1] in ("draft", "hybrid")]
     if model:
         print("\nThe draft model's work (steps planned, steps it ran in, probes among them, committed tokens it "
               "read to catch up; its wall seconds against the rule's price, catch-ups included; its share of the "
-              "decode time):\n")
+              "decode time; then its runs drafting ahead, beside the target's step, and their wall seconds):\n")
         print(table(["workload", "drafter", "steps", "model steps", "probes", "caught up", "model s", "priced s",
-                     "share"], model))
+                     "share", "ahead", "ahead s"], model))
     for r in results.values():
         del r["outputs"]
     save_json(f"drafters_{cfg.torch_device.type}.json", results)

@@ -8,7 +8,12 @@ ahead": launched as soon as the step before is read back, its inputs staged mean
 engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
 
+`--beside SHAPE`: a draft model of SHAPE (random weights too) writing n tokens on its own stream
+while the target's K=16 step runs, as the hybrid drafter drafts ahead (engine/spec/hybrid.py):
+the target's step alone, the draft's n tokens alone, and both launched together.
+
     python -m bench.step_time [--shape qwen2.5-coder-0.5b] [--contexts 1024 4096 8192]
+        [--beside qwen2.5-coder-0.5b]
 """
 
 from __future__ import annotations
@@ -116,6 +121,40 @@ def pipelined_step_ms(engine, context: int, k: int, reps: int) -> float:
     ms = (time.perf_counter() - t) * 1000 / (reps + 1)
     engine.cancel(seq)
     return ms
+
+
+def beside_ms(engine, context: int, n: int, reps: int) -> tuple[float, float, float]:
+    """Median ms of: the target's greedy K=16 verify step, the draft model writing n tokens (the
+    engine's DraftModel on its stream, in sync with the context: one token fed, n decoded), and
+    both together (the step launched, the draft written while it runs, then its tokens read)."""
+    from types import SimpleNamespace
+
+    from engine.types import Request, SamplingParams
+
+    k, model = 16, engine.hybrid.model
+    g = torch.Generator().manual_seed(context)
+    prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
+    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
+    while seq.needs_prefill:
+        engine.step()
+    engine.scheduler.ensure_room(seq, len(seq) + k)
+    runner, batch = engine.runner, [(seq, [seq.tokens[-1]] + prompt[: k - 1])]
+    other = SimpleNamespace(id="beside", tokens=prompt)
+    leads = iter(range(10**9))  # a new last token each call: the draft rolls back one and feeds it
+
+    def draft():
+        return model.propose([(other, [next(leads) % 1000], n)], ahead=True)
+
+    def both():
+        flight = runner.launch(batch)
+        draft()
+        runner.collect(flight)
+
+    target = time_fn(lambda: runner.verify(batch), reps)
+    alone, together = time_fn(draft, reps), time_fn(both, reps)
+    engine.cancel(seq)
+    model.release("beside")
+    return target, alone, together
 
 
 def kernels_per_step(engine, context: int, k: int) -> dict[str, int]:
@@ -256,6 +295,8 @@ def main(argv=None) -> None:
     ap.add_argument("--kernels", action="store_true", help="CUDA: also count kernels per eager verify step")
     ap.add_argument("--profile", action="store_true",
                     help="CUDA: GPU time per kernel family of a step (K=16, first context), graphs and eager")
+    ap.add_argument("--beside", choices=sorted(SHAPES), help="CUDA: a draft model of this shape drafting beside "
+                    "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
     args = ap.parse_args(argv)
@@ -269,6 +310,8 @@ def main(argv=None) -> None:
     folder = random_model_folder(args.shape, Path(tempfile.mkdtemp()), dtype)
     weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
     floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
+    if args.beside:
+        return beside(args, folder, device, dtype)
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
     print(f"checks: {json.dumps(checks)}", flush=True)
     rows, kernel_rows, profile_rows = [], [], []
@@ -323,6 +366,26 @@ def main(argv=None) -> None:
         print(f"\nGPU time per verify step, us (K=16, context {args.contexts[0]}; busy = kernels' sum, wall = step):\n")
         print(table(["engine", "wall", "busy", "by kernel family"], profile_rows))
     save_json("step_time.json", results)
+
+
+def beside(args, folder: Path, device: str, dtype) -> None:
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+
+    draft = random_model_folder(args.beside, Path(tempfile.mkdtemp()), dtype)
+    eng = LLMEngine(EngineConfig(model=str(folder), draft_model=str(draft), device=device, max_num_seqs=1,
+                                 max_model_len=max(args.contexts) + 64))
+    rows, results = [], []
+    for ctx in args.contexts:
+        for n in (1, 2, 3, 5):
+            target, alone, together = beside_ms(eng, ctx, n, args.reps)
+            hidden = (target + alone - together) / alone
+            rows.append([ctx, n, target, alone, target + alone, together, f"{hidden:.0%}"])
+            results.append({"context": ctx, "n": n, "target_ms": target, "draft_ms": alone, "together_ms": together})
+    print(header(f"A {args.beside} draft beside a {args.shape} K=16 step, random weights, {dtype}"))
+    print(table(["context", "draft tokens", "target step ms", "draft ms", "one after the other ms",
+                 "together ms", "draft hidden"], rows))
+    save_json("step_time_beside.json", results)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,10 @@ class Scheduler:
         self.adaptive_drafts = cfg.adaptive_drafts
         self.step_cost = step_cost or StepCost()
         self.hybrid = hybrid  # engine/spec/hybrid.py's HybridDrafting, or None without a draft model
+        # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead):
+        # "auto" where it has its own CUDA stream, "on" also elsewhere (then one after the other).
+        self.draft_ahead = hybrid is not None and (
+            cfg.draft_ahead == "on" or (cfg.draft_ahead == "auto" and hybrid.model.stream is not None))
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0
@@ -152,39 +156,47 @@ class Scheduler:
     # ---- the next plan, made while this one runs --------------------------------------------
     def plan_ahead(self, plan: StepPlan) -> StepPlan | None:
         """The verify plan after `plan`, made while `plan` runs on the GPU, on a bet: every sequence
-        accepts its whole draft and its bonus token is the one its drafter predicts next (the
-        drafter's `lookahead`), as in most steps of copied text. The engine launches it as soon
-        as `plan`'s tokens are in if `ahead_holds`, so the GPU does not wait for the host's
-        planning; else it is dropped (only its blocks stay with their sequences, needed soon).
-        Exactness does not depend on the bet: a plan made ahead is what `verify_plan` would make
-        from the state it bets on, verified like any other.
+        accepts its whole draft and its bonus token is the one predicted next, as in most steps
+        of copied text. The engine launches it as soon as `plan`'s tokens are in if
+        `ahead_holds`, so the GPU does not wait for the host's planning; else it is dropped (only
+        its blocks stay with their sequences, needed soon). Exactness does not depend on the bet:
+        a plan made ahead is verified like any other.
 
-        The draft model's sequences take part while lookup quotes for them: a draft that fills
-        the block is verified alone (engine/spec/hybrid.py), so the model does not run either way.
-        None where there is no bet: more than PLAN_AHEAD_MAX_SEQS sequences, requests waiting
-        (admission changes the batch), drafters without `lookahead`, the draft model writing or
-        about to write, too few free blocks (it never preempts).
+        Who predicts: lookup (the drafter's `lookahead`), where its bet fills the next block: the
+        plan is then the one `verify_plan` would make from the state it bets on. Otherwise, for a
+        sequence of the draft model with drafting ahead on, the model (`HybridDrafting.
+        propose_ahead`: it drafts beside the target's step). None where there is no bet: more than
+        PLAN_AHEAD_MAX_SEQS sequences, requests waiting (admission changes the batch), neither
+        predicts, too few free blocks (it never preempts).
         """
         if (plan.prefill or self.waiting or len(plan.batch) != len(self.running)
                 or len(plan.batch) > PLAN_AHEAD_MAX_SEQS):
             return None
-        seqs, bets, rooms, starts = [], [], [], []
+        seqs, bets, rooms, starts, proposals = [], [], [], [], {}
         for seq, feed in plan.batch:
-            lookahead = getattr(seq.drafter, "lookahead", None)
-            quoted = seq not in plan.proposals or plan.proposals[seq].quoted
-            if lookahead is None or not quoted or seq.status != Status.RUNNING:
+            if seq.status != Status.RUNNING:
                 return None
             room = self.draft_room(seq, grown=len(feed))
-            bet = lookahead(seq.tokens, feed[1:], room)
-            if not bet or (seq.model_drafts and len(bet) - 1 < room):
+            bet = self._lookup_bet(plan, seq, feed, room)
+            if not bet and seq.model_drafts and self.draft_ahead and self.hybrid is not None:
+                fit = self._fit(flat=True)
+                step = fit[0] + fit[1] * len(feed) if fit else 0.0
+                ahead = self.hybrid.propose_ahead(seq, feed[1:], room, fit, step)
+                if ahead is not None:
+                    bet = [ahead[0]] + ahead[1].tokens
+                    proposals[seq] = ahead[1]
+            if not bet:
                 return None
             seqs.append(seq)
             bets.append(bet)
             rooms.append(room)
             starts.append(seq.num_cached + len(feed))
-        drafts = [bet[1:] for bet in bets]
-        proposals = self.propose_with_model(seqs, drafts, rooms)  # quotes only: the model does not run
-        lengths = self.size_drafts(seqs, drafts, bet=[len(feed) - 1 for _, feed in plan.batch])
+        quotes = [i for i, seq in enumerate(seqs) if seq not in proposals]
+        # Lookup's bets fill the block: the draft model does not run for them.
+        quoted = self.propose_with_model([seqs[i] for i in quotes], [bets[i][1:] for i in quotes],
+                                         [rooms[i] for i in quotes])
+        proposals.update(quoted)
+        lengths = self.size_drafts(seqs, [bet[1:] for bet in bets], bet=[len(feed) - 1 for _, feed in plan.batch])
         # Room for the whole verify block (graphs pad to K), allocated only if nothing is preempted.
         need = [self.blocks.blocks_for(start + seq.verify_tokens) - len(seq.block_table)
                 for seq, start in zip(seqs, starts)]
@@ -195,6 +207,20 @@ class Scheduler:
                 seq.block_table.extend(self.blocks.allocate(n))
         return StepPlan(prefill=False, batch=[(seq, bet[: n + 1]) for seq, bet, n in zip(seqs, bets, lengths)],
                         proposals=proposals, starts=starts)
+
+    @staticmethod
+    def _lookup_bet(plan: StepPlan, seq: Sequence, feed: list[int], room: int) -> list[int]:
+        """Lookup's bet after `feed`: the predicted bonus token, then its next draft ([] for none,
+        and for a draft-model sequence unless lookup quotes both steps: the model does not run
+        then)."""
+        lookahead = getattr(seq.drafter, "lookahead", None)
+        quoted = seq not in plan.proposals or plan.proposals[seq].quoted
+        if lookahead is None or not quoted:
+            return []
+        bet = lookahead(seq.tokens, feed[1:], room)
+        if seq.model_drafts and len(bet) - 1 < room:
+            return []
+        return bet
 
     def ahead_holds(self, ahead: StepPlan) -> bool:
         """Whether the bet of `ahead` (a `plan_ahead` plan) came true once the step before it was

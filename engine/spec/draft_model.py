@@ -24,11 +24,18 @@ A forward without logits is timed to the end of its GPU work (a synchronize on C
 only its launches priced a 2k-token catch-up at a few launches, and a fit without slope at none.
 
 Rollback is a length change, as for the target: the next call keeps the longest prefix of what the
-draft cache was fed that the target committed, and overwrites the rest.
+draft cache was fed that the job's context (the committed tokens, then the lead) holds, and
+overwrites the rest.
+
+On CUDA the model runs on its own stream, so that it can draft the next step while the target
+verifies this one (`HybridDrafting.propose_ahead`, engine/spec/hybrid.py): its host reads wait for
+its own stream only. Forwards run ahead (`ahead=True`) share the GPU with the target's step, so
+their seconds are not taken into the fits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import replace
@@ -60,18 +67,20 @@ class DraftSequence:
         self.num_published = 0
         self.synced = 0  # leading fed tokens known to be committed ones (those never change)
 
-    def common_prefix(self, committed: list[int]) -> int:
-        """How many leading fed tokens the target committed (what `sync` would keep), read-only."""
-        n = min(self.num_cached, len(committed))
+    def common_prefix(self, context: list[int]) -> int:
+        """How many leading fed tokens `context` holds (what `sync` would keep), read-only."""
+        n = min(self.num_cached, len(context))
         i = min(self.synced, n)
-        while i < n and self.tokens[i] == committed[i]:
+        while i < n and self.tokens[i] == context[i]:
             i += 1
         return i
 
-    def sync(self, committed: list[int]) -> None:
-        """Keep the longest prefix of the fed tokens that the target committed (the rollback)."""
-        i = self.common_prefix(committed)
-        self.num_cached = self.synced = i
+    def sync(self, context: list[int], committed: int) -> None:
+        """Keep the longest prefix of the fed tokens that `context` holds (the rollback); its first
+        `committed` tokens are the target's committed ones, which never change."""
+        i = self.common_prefix(context)
+        self.num_cached = i
+        self.synced = min(i, committed)
         del self.tokens[i:]
 
 
@@ -91,6 +100,8 @@ class DraftModel:
         # Only ids both models know may be proposed (a padded vocabulary may be larger).
         self.runner.vocab_limit = min(self.runner.model_config.vocab_size, target_vocab)
         self.blocks = self.runner.kv.blocks
+        cuda = self.runner.device.type == "cuda"
+        self.stream = torch.cuda.Stream(self.runner.device) if cuda else None
         self.states: dict[str, DraftSequence] = {}
         self.reset_costs()
         self.caught_up = 0  # committed tokens read to catch up, all calls (HybridStats counts its own)
@@ -109,7 +120,7 @@ class DraftModel:
         if st is not None:
             self.blocks.release(st.block_table)
 
-    def _state(self, seq) -> DraftSequence:
+    def _state(self, seq, context: list[int]) -> DraftSequence:
         st = self.states.get(seq.id)
         if st is None:
             st = self.states[seq.id] = DraftSequence()
@@ -119,7 +130,7 @@ class DraftModel:
             st.num_cached = len(shared) * self.blocks.block_size
             st.tokens = list(seq.tokens[: st.num_cached])
             st.synced = st.num_cached
-        st.sync(seq.tokens)
+        st.sync(context, len(seq.tokens))
         return st
 
     def _room(self, st: DraftSequence, positions: int, keep: set[str]) -> bool:
@@ -136,26 +147,25 @@ class DraftModel:
             st.block_table.extend(self.blocks.allocate(need))
         return True
 
-    def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool) -> list[int] | None:
+    def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool, observe: bool = True) -> list[int] | None:
         t = time.perf_counter()
         tokens = None
         if logits:
             tokens = [row[0] for row in self.runner.verify(batch, last_only=True)[0]]
         else:
             self.runner.forward(batch, logits=False)
-            if self.runner.device.type == "cuda":  # its seconds on the GPU too, not only the launches
-                torch.cuda.synchronize(self.runner.device)
+            if self.stream is not None:  # its seconds on the GPU too, not only the launches
+                self.stream.synchronize()
         fed, seconds = sum(len(f) for _, f in batch), time.perf_counter() - t
-        if all(len(f) <= self.cfg.verify_tokens for _, f in batch):
-            self.cost.observe(fed, seconds)
-        else:
-            self.prefill_cost.observe(fed, seconds)
+        if observe:
+            short = all(len(f) <= self.cfg.verify_tokens for _, f in batch)
+            (self.cost if short else self.prefill_cost).observe(fed, seconds)
         for st, feed in batch:
             st.tokens.extend(feed)
             st.num_cached += len(feed)
         return tokens
 
-    def _feed_ahead(self, feeds: list[list]) -> None:
+    def _feed_ahead(self, feeds: list[list], observe: bool) -> None:
         """Feed each [state, feed] pair's tokens but its last verify block (no logits), so the
         drafting forward fits a CUDA graph; see the module docstring. Without graphs only what
         exceeds a prefill chunk is fed ahead (one forward takes the rest)."""
@@ -167,11 +177,11 @@ class DraftModel:
             if len(feed) > GRAPH_CATCH_UP_BLOCKS * K or not graphs:
                 while len(feed) > keep:
                     n = min(chunk, len(feed) - keep)
-                    self._forward([(st, feed[:n])], logits=False)
+                    self._forward([(st, feed[:n])], logits=False, observe=observe)
                     feed = feed[n:]
                 pair[1] = feed
         while graphs and (ahead := [pair for pair in feeds if len(pair[1]) > K]):
-            self._forward([(st, feed[:K]) for st, feed in ahead], logits=False)
+            self._forward([(st, feed[:K]) for st, feed in ahead], logits=False, observe=observe)
             for pair in ahead:
                 pair[1] = pair[1][K:]
 
@@ -211,28 +221,35 @@ class DraftModel:
             return math.inf
         return (blocks * fit[0] + tokens * fit[1] if blocks else 0.0) + long_seconds
 
-    @torch.inference_mode()
-    def propose(self, jobs: list[tuple[object, list[int], int]]) -> list[list[int]]:
+    def propose(self, jobs: list[tuple[object, list[int], int]], ahead: bool = False) -> list[list[int]]:
         """For each (sequence, lead, n): n greedy tokens continuing `sequence.tokens + lead` ([] for
-        a sequence the draft cache has no room for)."""
+        a sequence the draft cache has no room for). `ahead`: while the target's step runs (the
+        lead is the draft it verifies), its forwards not priced."""
+        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+            return self._propose(jobs, observe=not ahead)
+
+    @torch.inference_mode()
+    def _propose(self, jobs: list[tuple[object, list[int], int]], observe: bool) -> list[list[int]]:
         keep = {seq.id for seq, _, _ in jobs}
         out: list[list[int]] = [[] for _ in jobs]
         live, feeds = [], []
         for i, (seq, lead, n) in enumerate(jobs):
             if n <= 0:
                 continue
-            st = self._state(seq)
-            feed = seq.tokens[st.num_cached :] + list(lead)
+            context = seq.tokens + list(lead)
+            st = self._state(seq, context)
+            read = max(0, len(seq.tokens) - st.num_cached)
+            feed = context[st.num_cached :]
             # Graphs pad a feed to the verify block, and decoding writes n - 1 more positions.
             if not feed or not self._room(st, st.num_cached + len(feed) + n + self.cfg.verify_tokens, keep):
                 continue
             live.append(i)
             feeds.append([st, feed])
-            self.caught_up += len(feed) - len(lead)
+            self.caught_up += read
         if not live:
             return out
-        self._feed_ahead(feeds)
-        for i, tok in zip(live, self._forward(feeds, logits=True)):
+        self._feed_ahead(feeds, observe)
+        for i, tok in zip(live, self._forward(feeds, logits=True, observe=observe)):
             out[i].append(tok)
         for seq, _, _ in jobs:  # the committed tokens fed so far, for sharing
             if (st := self.states.get(seq.id)) is not None:
@@ -242,7 +259,7 @@ class DraftModel:
             if not live:
                 return out
             batch = [(self.states[jobs[i][0].id], [out[i][-1]]) for i in live]
-            for i, tok in zip(live, self._forward(batch, logits=True)):
+            for i, tok in zip(live, self._forward(batch, logits=True, observe=observe)):
                 out[i].append(tok)
 
     def check(self, request_len: int) -> None:

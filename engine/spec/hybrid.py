@@ -43,6 +43,15 @@ step and sequence (drafter `hybrid`):
   catch-up included: after a long quote, an eager prefill of the model many times a verify
   step).
 
+**Drafting ahead** (on CUDA, where the model has its own stream; `EDITAPPLY_DRAFT_AHEAD`): while
+the target verifies a step of one sequence, the model drafts the next one on the bet that this
+step's draft is accepted whole (`propose_ahead`): its first token is its guess of the step's bonus
+token, the rest the next step's draft (lookup filling after it). When the bet holds the engine
+launches that step at once (Scheduler.plan_ahead), so the model's forwards ran beside the
+target's instead of before it; the rule prices only what does not fit in the target's step. A
+step the model did not draft for (lookup's short draft, or none) is drafted ahead the same way,
+so a chat answer the model guesses well alternates between the two.
+
 Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
 Verification is unchanged: a drafted token is only a proposal, so outputs are exactly those of
 plain decoding (greedy) or of the target's distribution (sampled).
@@ -141,6 +150,8 @@ class HybridStats:
     model_steps: int = 0
     probes: int = 0
     after_wait: int = 0  # model steps run once the steps waiting for it took as long as its catch-up
+    ahead: int = 0  # model runs drafting the next step while the target verified (not among model_steps)
+    ahead_seconds: float = 0.0  # their wall seconds (beside the target's step)
     caught_up: int = 0  # committed tokens the model read before drafting (prompts, quotes)
     model_seconds: float = 0.0
     priced_seconds: float = 0.0
@@ -231,6 +242,44 @@ class HybridDrafting:
                     tail = seq.tokens[-seq.drafter.max_match :]
                     p.add(FILL, seq.drafter.peek(tail + p.tokens, room))
         return proposals
+
+    def propose_ahead(self, seq, in_flight: list[int], room: int, target_fit: tuple[float, float] | None,
+                      step_seconds: float) -> tuple[int, Proposal] | None:
+        """The model's bet on the step after the one verifying `in_flight` (seq's draft, accepted
+        whole): its guess of that step's bonus token, and the next step's proposal of up to
+        `room` tokens (the model's, then lookup's fill), drafted while the target's step runs.
+        The model writes the d tokens that maximize the next step's expected rate, its forwards
+        priced past the `step_seconds` they overlap (while a cost is not measured: the tokens
+        likelier accepted than not); None for a sequence the model is behind on, or where no d
+        pays (module docstring)."""
+        if room <= 0 or self.model.lag(seq, len(in_flight)) > 0:
+            return None
+        draft_fit, alpha = self.model.cost.fit_or_flat(), self.rates[MODEL].rate
+        if target_fit is None or draft_fit is None:
+            best = sum(1 for k in range(1, min(self.max_draft, room) + 1) if alpha**k >= 0.5)
+        else:
+            (a, b), (a_d, b_d) = target_fit, draft_fit
+            best, best_rate = 0, MIN_GAIN / (a + b)  # the bet's token alone
+            for d in range(1, min(self.max_draft, room) + 1):
+                unhidden = max(0.0, (d + 1) * (a_d + b_d) - step_seconds)
+                rate = (1 + expected_commits(alpha, d)) / (a + b * (1 + d) + unhidden)
+                if rate > best_rate:
+                    best, best_rate = d, rate
+        if not best:
+            return None
+        t = time.perf_counter()
+        tokens = self.model.propose([(seq, in_flight, best + 1)], ahead=True)[0]
+        self.stats.ahead += 1
+        self.stats.ahead_seconds += time.perf_counter() - t
+        if len(tokens) < 2:
+            return None
+        proposal = Proposal()
+        proposal.add(MODEL, tokens[1:])
+        left = room - len(proposal.tokens)
+        if seq.lookup_fills and left > 0 and seq.drafter is not None:
+            tail = (seq.tokens + in_flight)[-seq.drafter.max_match :]
+            proposal.add(FILL, seq.drafter.peek(tail + tokens, left))
+        return tokens[0], proposal
 
     def _catch_up(self, plans: list[_Plan]) -> float:
         """Seconds the model must first spend reading what it has not seen (paid by this step;
