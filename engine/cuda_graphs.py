@@ -26,7 +26,7 @@ WIDTH_STEP = 512
 
 
 class _Graph:
-    def __init__(self, runner, B: int, Tq: int, width: int, pool, inputs: "_Inputs"):
+    def __init__(self, runner, B: int, Tq: int, width: int, pool, inputs: "_Inputs", capture_stream):
         dev, model = runner.device, runner.model
         self.B, self.Tq, self.width = B, Tq, width
         self.input_ids, self.positions, slot_mapping, slot_tables, q_positions = inputs.views(B, Tq, width, dev)
@@ -38,14 +38,13 @@ class _Graph:
         for view in (self.input_ids, self.positions, self.meta.slot_tables, self.meta.q_positions):
             view.zero_()
         self.meta.slot_mapping.fill_(inputs.scratch_slot)
-        # Warm up on a side stream (allocator and library handles), then capture.
-        stream = torch.cuda.Stream(dev)
-        stream.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(stream):
+        # Warm up on the runner's capture stream (allocator and library handles), then capture there.
+        capture_stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(capture_stream):
             model(self.input_ids, self.positions, self.meta, layers)
-        torch.cuda.current_stream(dev).wait_stream(stream)
+        torch.cuda.current_stream(dev).wait_stream(capture_stream)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
+        with torch.cuda.graph(self.graph, pool=pool, stream=capture_stream):
             self.hidden = model(self.input_ids, self.positions, self.meta, layers)
             # [B * Tq] greedy tokens: a greedy verify step needs nothing else from the GPU.
             self.tokens = model.greedy_tokens(self.hidden, runner.vocab_limit)
@@ -124,6 +123,12 @@ class GraphRunner:
         self.verify_tokens = runner.cfg.verify_tokens
         self.graphs: dict[tuple[int, int, int], _Graph] = {}
         self.pool = torch.cuda.graph_pool_handle()
+        # Each runner captures on its own stream. cuBLAS keeps a workspace per stream, and a graph
+        # bakes in the one of the stream it was captured on: graphs of two runners captured on one
+        # stream (torch.cuda.graph's default) share it. Replayed at once on two streams (the draft
+        # model drafting beside the target, engine/spec/hybrid.py), the 1.5B's and the 0.5B's
+        # graphs so captured hung the H200 (bench/RESULTS.md, "drafting ahead").
+        self.capture_stream = torch.cuda.Stream(runner.device)
         scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
         max_width = -(-(runner.cfg.max_model_len + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP
         self.inputs = _Inputs(self.max_batch, self.verify_tokens, max_width, runner.device, scratch_slot,
@@ -138,7 +143,7 @@ class GraphRunner:
             for tq in sorted({1, self.verify_tokens}):
                 for width in widths:
                     if (b, tq, width) not in self.graphs:
-                        self.graphs[(b, tq, width)] = _Graph(self.runner, b, tq, width, self.pool, self.inputs)
+                        self.graphs[(b, tq, width)] = _Graph(self.runner, b, tq, width, self.pool, self.inputs, self.capture_stream)
         return len(self.graphs)
 
     def can_run(self, batch) -> bool:
@@ -157,7 +162,7 @@ class GraphRunner:
         rows = 1 << (len(batch) - 1).bit_length()  # batch sizes in powers of two: fewer graphs
         key = (rows, Tq, width)
         if key not in self.graphs:
-            self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.inputs)
+            self.graphs[key] = _Graph(self.runner, rows, Tq, width, self.pool, self.inputs, self.capture_stream)
         graph = self.graphs[key]
         self.inputs.stage(graph, padded, starts)
         self._staged = staged = Staged(graph, len(padded) * Tq, None)
