@@ -74,6 +74,10 @@ LOOKUP, QUOTE, MODEL, FILL = "lookup", "quote", "model", "fill"
 PROBE_EVERY = 16
 PROBE_SHARE = 0.05
 MIN_GAIN = 1.05
+# The share of the target's step that the draft model's forwards drafting ahead hide: on the H200
+# a 0.5B forward (1.3 ms alone) beside the 1.5B's K=16 step (2.1 ms) hid 0.85-1.2 ms of it, the
+# two slowing each other (bench.step_time --beside, bench/RESULTS.md).
+OVERLAP_SHARE = 0.5
 
 
 def expected_commits(alpha: float, n: int) -> float:
@@ -249,7 +253,7 @@ class HybridDrafting:
         whole): its guess of that step's bonus token, and the next step's proposal of up to
         `room` tokens (the model's, then lookup's fill), drafted while the target's step runs.
         The model writes the d tokens that maximize the next step's expected rate, its forwards
-        priced past the `step_seconds` they overlap (while a cost is not measured: the tokens
+        priced past the share of the `step_seconds` they hide (OVERLAP_SHARE) (while a cost is not measured: the tokens
         likelier accepted than not); None for a sequence the model is behind on, or where no d
         pays (module docstring)."""
         if room <= 0 or self.model.lag(seq, len(in_flight)) > 0:
@@ -261,7 +265,7 @@ class HybridDrafting:
             (a, b), (a_d, b_d) = target_fit, draft_fit
             best, best_rate = 0, MIN_GAIN / (a + b)  # the bet's token alone
             for d in range(1, min(self.max_draft, room) + 1):
-                unhidden = max(0.0, (d + 1) * (a_d + b_d) - step_seconds)
+                unhidden = max(0.0, (d + 1) * (a_d + b_d) - OVERLAP_SHARE * step_seconds)
                 rate = (1 + expected_commits(alpha, d)) / (a + b * (1 + d) + unhidden)
                 if rate > best_rate:
                     best, best_rate = d, rate
