@@ -58,10 +58,10 @@ class EngineConfig:
     # Plan the next verify step while this one runs, betting that every draft is accepted, and
     # launch it at once when the bet holds (engine/scheduler.py, Scheduler.plan_ahead).
     plan_ahead: bool = True
-    # With one sequence, the draft model drafts the next step while the target verifies this one
-    # (engine/spec/hybrid.py, drafting ahead): auto (on CUDA, where it has its own stream) | on
-    # (also on the CPU, where the two run one after the other: for tests) | off.
-    draft_ahead: str = "auto"
+    # With one sequence, the draft model drafts the next step on its own CUDA stream while the
+    # target verifies this one (engine/spec/hybrid.py, drafting ahead; on the CPU one after the
+    # other). Off: on the H200 the two models' steps slowed each other more than they overlapped.
+    draft_ahead: bool = False
     # Paged attention (kernels/paged_attention): auto (the Triton kernel on CUDA, the reference
     # elsewhere) | triton | ref (gather + SDPA, for comparison)
     attention: str = "auto"
@@ -88,8 +88,6 @@ class EngineConfig:
             raise ValueError(f"draft_tokens must be in [0, 63] (0 = the default), got {self.draft_tokens}")
         if not 1 <= self.verify_tokens <= 64:
             raise ValueError(f"verify_tokens must be in [1, 64], got {self.verify_tokens}")
-        if self.draft_ahead not in ("auto", "on", "off"):
-            raise ValueError(f"draft_ahead must be auto, on or off, got {self.draft_ahead!r}")
         if self.sampled_verify not in ("coupled", "rejection"):
             raise ValueError(f"sampled_verify must be coupled or rejection, got {self.sampled_verify!r}")
         if self.attention not in ATTENTION_IMPLS:

@@ -70,10 +70,8 @@ class Scheduler:
         self.adaptive_drafts = cfg.adaptive_drafts
         self.step_cost = step_cost or StepCost()
         self.hybrid = hybrid  # engine/spec/hybrid.py's HybridDrafting, or None without a draft model
-        # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead):
-        # "auto" where it has its own CUDA stream, "on" also elsewhere (then one after the other).
-        self.draft_ahead = hybrid is not None and (
-            cfg.draft_ahead == "on" or (cfg.draft_ahead == "auto" and hybrid.model.stream is not None))
+        # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead).
+        self.draft_ahead = hybrid is not None and cfg.draft_ahead
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0

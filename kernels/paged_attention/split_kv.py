@@ -80,7 +80,11 @@ def _load_int4_keys(ptr, par_ptr, slot, h, half, kmask, stride_s, stride_h, stri
     return ((raw & 15).to(tl.float32) * sc0 + mn0).to(DTYPE), ((raw >> 4).to(tl.float32) * sc1 + mn1).to(DTYPE)
 
 
-@triton.jit
+# Integer arguments that vary with a step's lengths are not specialized on (Triton compiles a
+# variant per "== 1 / divisible by 16 / other" pattern of its int arguments): an eager prefill
+# of a new length otherwise compiled a new variant, ~1 s, in the middle of a request.
+@triton.jit(do_not_specialize=["stride_tb", "stride_pb", "stride_ps", "stride_pt", "stride_ls", "stride_lt",
+                               "uniform_q_len", "num_q_blocks", "num_splits", "window"])
 def _attn_split(
     Q, K, V, KS, VS, KW, VW, WOF, SLOTS, QPOS, QSTART, O, OPART, LSE,
     stride_qt, stride_qh, stride_ks, stride_kh, stride_ss, stride_sh, stride_kbs, stride_kbh, stride_ws, stride_wh,
@@ -208,7 +212,7 @@ def _attn_split(
         tl.store(out + ch1[None, :], acc1.to(O.dtype.element_ty), mask=valid[:, None])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits", "stride_ps", "stride_pt", "stride_ls", "stride_lt"])
 def _merge(OPART, LSE, O, num_splits, stride_ps, stride_pt, stride_ph, stride_ls, stride_lt, stride_ot, stride_oh,
            D: tl.constexpr, SPLITS: tl.constexpr):
     """out[t, h] = sum over splits of partial * 2^(lse - max lse), renormalized."""
