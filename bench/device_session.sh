@@ -73,10 +73,10 @@ job() {
       --levels 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     # A random-weight 0.5B drafting on its own stream beside the 1.5B's K=16 step (drafting ahead).
     beside) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --beside qwen2.5-coder-0.5b --contexts 1024 4096 ;;
-    # The hybrid drafting ahead (the default on CUDA) beside lookup, then the hybrid without it.
+    # The hybrid drafting ahead beside lookup, then the hybrid without it.
     drafters_ahead)
-      $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters lookup hybrid
-      EDITAPPLY_DRAFT_AHEAD=off $t 240 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid \
+      EDITAPPLY_DRAFT_AHEAD=1 $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters lookup hybrid
+      EDITAPPLY_DRAFT_AHEAD=0 $t 240 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid \
         --workloads instruction rag chat ;;
     draft_tokens)
       for d in 3 7; do EDITAPPLY_DRAFT_TOKENS=$d $t 200 python3 -m bench.drafters --limit 8 --max-tokens 256 \
