@@ -48,9 +48,9 @@ of one sequence, the model drafts the next one on its own CUDA stream, on the be
 step's draft is accepted whole (`propose_ahead`): its first token is its guess of the step's bonus
 token, the rest the next step's draft (lookup filling after it). When the bet holds the engine
 launches that step at once (Scheduler.plan_ahead), so the model's forwards ran beside the
-target's instead of before it; the rule prices only what does not fit in the target's step. A
-step the model did not draft for (lookup's short draft, or none) is drafted ahead the same way.
-Off by default: on the H200 the 0.5B's forwards beside the 1.5B's step hid about half of it
+target's instead of before it; the rule prices them past the share of the target's step they
+hide (OVERLAP_SHARE). A step the model did not draft for (lookup's short draft, or none) is
+drafted ahead the same way. Off by default: on the H200 the 0.5B's forwards beside the 1.5B's step hid about half of it
 and slowed it, and RAG and chat answers came out 21-30% slower than without (bench/RESULTS.md).
 
 Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
