@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from itertools import accumulate
 
 import torch
@@ -26,6 +27,9 @@ from engine.tokenizer import Tokenizer
 from kernels.paged_attention import resolve_impl
 
 CPU_KV_BUDGET_BYTES = 1 << 30
+# Prefill lengths `warm_prefill` runs: between them the attention's compile-time variants (split
+# or not, and the number of splits, which follow from the length) that prefills use.
+WARM_PREFILL_LENGTHS = (64, 128, 256, 512, 1024, 2048)
 
 
 class ModelRunner:
@@ -104,6 +108,23 @@ class ModelRunner:
         if not meta.uniform:
             meta.query_starts = torch.tensor(list(accumulate(q_lens, initial=0)), dtype=torch.int32, device=dev)
         return torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev), meta
+
+    @torch.inference_mode()
+    def warm_prefill(self, max_tokens: int) -> None:
+        """Run eager prefill forwards of WARM_PREFILL_LENGTHS (up to `max_tokens` and the prefill
+        chunk) into scratch blocks, so that Triton compiles the attention variants prompts use now
+        and not in a request (~1 s each on the H200, bench/RESULTS.md). Where CUDA graphs run."""
+        lengths = [n for n in WARM_PREFILL_LENGTHS if n <= min(max_tokens, self.cfg.max_batch_tokens)
+                   and self.kv.blocks_for(n) <= self.kv.allocator.num_free]
+        if self.graphs is None or not lengths:
+            return
+        blocks = self.kv.allocator.allocate(self.kv.blocks_for(max(lengths)))
+        scratch = SimpleNamespace(block_table=blocks, num_cached=0, needs_prefill=True)
+        try:
+            for n in lengths:
+                self.forward([(scratch, [0] * n)], logits=False)
+        finally:
+            self.kv.allocator.release(blocks)
 
     @torch.inference_mode()
     def forward(self, batch: list[tuple[Sequence, list[int]]], logits: bool) -> torch.Tensor | None:

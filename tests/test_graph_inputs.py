@@ -55,3 +55,19 @@ def test_staged_inputs_match_the_eager_layout(engine):
         inputs.stage(graph, batch, [seqs[0].num_cached + 64] + [seq.num_cached for seq in seqs[1:]])
     for seq in seqs:
         engine.cancel(seq)
+
+
+def test_warm_prefill_leaves_the_cache_as_it_found_it(engine, monkeypatch):
+    """`ModelRunner.warm_prefill` (CUDA, where graphs run: it compiles the prefill's attention
+    variants) runs here with the graphs faked away to the eager path: every scratch block goes
+    back, and a request afterwards writes what it wrote before."""
+    params = SamplingParams(max_tokens=8)
+    prompt = list(range(1, 200))
+    before = [t for ev in engine.generate(Request(prompt, params, drafter="none")) for t in ev.token_ids]
+    free = engine.kv.allocator.num_free
+    monkeypatch.setattr(engine.runner, "graphs", SimpleNamespace(can_run=lambda batch: False))
+    engine.runner.warm_prefill(1024)
+    monkeypatch.setattr(engine.runner, "graphs", None)
+    assert engine.kv.allocator.num_free == free
+    after = [t for ev in engine.generate(Request(prompt, params, drafter="none")) for t in ev.token_ids]
+    assert after == before
