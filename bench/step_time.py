@@ -74,16 +74,23 @@ def time_fn(fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def engine_step_ms(engine, context: int, k: int, reps: int) -> float:
-    from engine.types import SamplingParams
-    from engine.types import Request
+def prefilled(engine, context: int, k: int, prompt: list[int] | None = None):
+    """A request of `prompt` (default: `context` random tokens), prefilled, with room for a
+    K-token verify block: (its sequence, its prompt)."""
+    from engine.types import Request, SamplingParams
 
-    g = torch.Generator().manual_seed(context)
-    prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
+    if prompt is None:
+        g = torch.Generator().manual_seed(context)
+        prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
     seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
     while seq.needs_prefill:
         engine.step()
     engine.scheduler.ensure_room(seq, len(seq) + k)
+    return seq, prompt
+
+
+def engine_step_ms(engine, context: int, k: int, reps: int) -> float:
+    seq, prompt = prefilled(engine, context, k)
     feed = [seq.tokens[-1]] + prompt[:k - 1]
     # A greedy verify step as the engine runs it: forward, greedy tokens, one copy to the host.
     ms = time_fn(lambda: engine.runner.verify([(seq, feed)]), reps)
@@ -96,14 +103,7 @@ def pipelined_step_ms(engine, context: int, k: int, reps: int) -> float:
     Scheduler.plan_ahead): the next step's inputs are staged while this one runs, and it is
     launched as soon as this one's tokens are read back. Mean ms per step over `reps` such steps
     (the same block at the same positions each time)."""
-    from engine.types import Request, SamplingParams
-
-    g = torch.Generator().manual_seed(context)
-    prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
-    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
-    while seq.needs_prefill:
-        engine.step()
-    engine.scheduler.ensure_room(seq, len(seq) + k)
+    seq, prompt = prefilled(engine, context, k)
     runner, batch, starts = engine.runner, [(seq, [seq.tokens[-1]] + prompt[: k - 1])], [seq.num_cached]
     flight = runner.launch(batch, starts=starts)
 
@@ -129,15 +129,8 @@ def beside_ms(engine, context: int, n: int, reps: int) -> tuple[float, float, fl
     both together (the step launched, the draft written while it runs, then its tokens read)."""
     from types import SimpleNamespace
 
-    from engine.types import Request, SamplingParams
-
     k, model = 16, engine.hybrid.model
-    g = torch.Generator().manual_seed(context)
-    prompt = torch.randint(0, engine.runner.model_config.vocab_size, (context,), generator=g).tolist()
-    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
-    while seq.needs_prefill:
-        engine.step()
-    engine.scheduler.ensure_room(seq, len(seq) + k)
+    seq, prompt = prefilled(engine, context, k)
     runner, batch = engine.runner, [(seq, [seq.tokens[-1]] + prompt[: k - 1])]
     other = SimpleNamespace(id="beside", tokens=prompt)
     leads = iter(range(10**9))  # a new last token each call: the draft rolls back one and feeds it
@@ -164,13 +157,7 @@ def kernels_per_step(engine, context: int, k: int) -> dict[str, int]:
 
     from torch.profiler import ProfilerActivity, profile
 
-    from engine.types import Request, SamplingParams
-
-    prompt = list(range(1, context + 1))
-    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
-    while seq.needs_prefill:
-        engine.step()
-    engine.scheduler.ensure_room(seq, len(seq) + k)
+    seq, prompt = prefilled(engine, context, k, list(range(1, context + 1)))
     feed = [seq.tokens[-1]] + prompt[:k - 1]
     engine.runner.verify([(seq, feed)])
     torch.cuda.synchronize()
@@ -190,13 +177,7 @@ def gpu_time_per_step(engine, context: int, k: int, reps: int = 20) -> dict[str,
 
     from torch.profiler import ProfilerActivity, profile
 
-    from engine.types import Request, SamplingParams
-
-    prompt = list(range(1, context + 1))
-    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none"))
-    while seq.needs_prefill:
-        engine.step()
-    engine.scheduler.ensure_room(seq, len(seq) + k)
+    seq, prompt = prefilled(engine, context, k, list(range(1, context + 1)))
     feed = [seq.tokens[-1]] + prompt[:k - 1]
     wall = time_fn(lambda: engine.runner.verify([(seq, feed)]), reps)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 from itertools import accumulate
+from types import SimpleNamespace
 
 import torch
 

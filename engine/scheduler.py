@@ -176,7 +176,7 @@ class Scheduler:
                 return None
             room = self.draft_room(seq, grown=len(feed))
             bet = self._lookup_bet(plan, seq, feed, room)
-            if not bet and seq.model_drafts and self.draft_ahead and self.hybrid is not None:
+            if not bet and seq.model_drafts and self.draft_ahead:
                 fit = self._fit(flat=True)
                 step = fit[0] + fit[1] * len(feed) if fit else 0.0
                 ahead = self.hybrid.propose_ahead(seq, feed[1:], room, fit, step)

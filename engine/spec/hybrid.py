@@ -50,8 +50,9 @@ token, the rest the next step's draft (lookup filling after it). When the bet ho
 launches that step at once (Scheduler.plan_ahead), so the model's forwards ran beside the
 target's instead of before it; the rule prices them past the share of the target's step they
 hide (OVERLAP_SHARE). A step the model did not draft for (lookup's short draft, or none) is
-drafted ahead the same way. Off by default: on the H200 the 0.5B's forwards beside the 1.5B's step hid about half of it
-and slowed it, and RAG and chat answers came out 21-30% slower than without (bench/RESULTS.md).
+drafted ahead the same way. Off by default: on the H200 the 0.5B's forwards beside the 1.5B's
+step hid about half of it and slowed it, and RAG and chat answers came out 21-30% slower than
+without (bench/RESULTS.md).
 
 Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
 Verification is unchanged: a drafted token is only a proposal, so outputs are exactly those of
@@ -89,6 +90,12 @@ def expected_commits(alpha: float, n: int) -> float:
     if alpha >= 1.0:
         return float(n)
     return alpha * (1 - alpha**n) / (1 - alpha)
+
+
+def _likelier_than_not(alpha: float, n: int) -> int:
+    """The draft length the rule takes while a cost is not measured: how many of n tokens are
+    likelier accepted than not (alpha^k >= 1/2). Example: alpha 0.8, n 5 -> 3."""
+    return sum(1 for k in range(1, n + 1) if alpha**k >= 0.5)
 
 
 def _lookup_step_seconds(target_fit: tuple[float, float], lookup_drafts: list[list[int]]) -> float:
@@ -254,14 +261,14 @@ class HybridDrafting:
         whole): its guess of that step's bonus token, and the next step's proposal of up to
         `room` tokens (the model's, then lookup's fill), drafted while the target's step runs.
         The model writes the d tokens that maximize the next step's expected rate, its forwards
-        priced past the share of the `step_seconds` they hide (OVERLAP_SHARE) (while a cost is not measured: the tokens
-        likelier accepted than not); None for a sequence the model is behind on, or where no d
-        pays (module docstring)."""
+        priced past the share of the `step_seconds` they hide (OVERLAP_SHARE; while a cost is not
+        measured, the tokens likelier accepted than not); None for a sequence the model is behind
+        on, or where no d pays (module docstring)."""
         if room <= 0 or self.model.lag(seq, len(in_flight)) > 0:
             return None
         draft_fit, alpha = self.model.cost.fit_or_flat(), self.rates[MODEL].rate
         if target_fit is None or draft_fit is None:
-            best = sum(1 for k in range(1, min(self.max_draft, room) + 1) if alpha**k >= 0.5)
+            best = _likelier_than_not(alpha, min(self.max_draft, room))
         else:
             (a, b), (a_d, b_d) = target_fit, draft_fit
             best, best_rate = 0, MIN_GAIN / (a + b)  # the bet's token alone
@@ -360,7 +367,7 @@ class HybridDrafting:
         draft_fit = self.model.cost.fit_or_flat()
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
         if target_fit is None or draft_fit is None:
-            return sum(1 for k in range(1, self.max_draft + 1) if a_m**k >= 0.5), 0.0, 0.0
+            return _likelier_than_not(a_m, self.max_draft), 0.0, 0.0
         (a, b), (a_d, b_d) = target_fit, draft_fit
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
