@@ -106,6 +106,93 @@ class _Inputs:
             self.copied.record()
 
 
+class DecodeChain:
+    """Greedy decoding with each token fed back on the device: the draft model's n tokens for a
+    batch of B rows are one forward over their feeds (a `_Graph` or eager), then n - 1 `step`s of
+    one token per row whose inputs (the token just decoded, its position, its cache slot) are
+    computed on the GPU from the step before, then one read of the n tokens. Captured as a CUDA
+    graph of one step (`capture`), the n - 1 replays run back to back with no host round trip
+    between them: a 0.5B draft token on the H200 costs its GPU time, not that plus the host's
+    staging and read-back of a step (bench/RESULTS.md, "Draft tokens fed back on the device").
+
+    Its inputs, staged from the host in one copy (`stage`): each row's position after its feed's
+    last token, whether the row is real (idle padding rows write to the scratch slot), the row of
+    the feed's last token in the first forward's output, and the slot table over `width`
+    positions, which must cover every position the chain writes."""
+
+    def __init__(self, runner, B: int, width: int, max_tokens: int, scratch_slot: int):
+        dev = runner.device
+        self.runner, self.B, self.width, self.max_tokens = runner, B, width, max_tokens
+        self.scratch_slot = scratch_slot
+        cuda = dev.type == "cuda"
+        size = 3 * B + B * width
+        self.device_buf = torch.zeros(size, dtype=torch.long, device=dev)
+        self.host_buf = torch.zeros(size, dtype=torch.long, pin_memory=cuda)
+        self.positions, self.active, self.last, tables = self._split(self.device_buf)
+        self.tokens = torch.zeros(B, dtype=torch.long, device=dev)  # fed by the next step
+        self.history = torch.zeros(B, max_tokens, dtype=torch.long, device=dev)
+        self.count = torch.zeros(1, dtype=torch.long, device=dev)  # tokens in history
+        self.meta = AttentionMetadata(slot_mapping=torch.zeros(B, dtype=torch.long, device=dev), slot_tables=tables,
+                                      q_positions=torch.zeros(B, 1, dtype=torch.long, device=dev),
+                                      query_lens=[1] * B, context_lens=[width] * B)
+        self.graph = None
+
+    def _split(self, buf):
+        B = self.B
+        return buf[:B], buf[B : 2 * B], buf[2 * B : 3 * B], buf[3 * B :].reshape(B, self.width)
+
+    def capture(self, pool, capture_stream) -> None:
+        """Capture `step` as a CUDA graph (a warm-up step first, writing to the scratch slot)."""
+        self.device_buf.zero_()
+        capture_stream.wait_stream(torch.cuda.current_stream(self.runner.device))
+        with torch.cuda.stream(capture_stream):
+            self._step()
+        torch.cuda.current_stream(self.runner.device).wait_stream(capture_stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool, stream=capture_stream):
+            self._step()
+
+    def stage(self, starts: list[int], lengths: list[int], last_rows: list[int], block_tables) -> None:
+        """Lay out the chain's inputs for rows fed `lengths` tokens from `starts` whose last token
+        is row `last_rows[i]` of the first forward's greedy tokens; rows past them are idle."""
+        pos, active, last, tables = self._split(self.host_buf.numpy())
+        n = len(starts)
+        pos[:n] = np.asarray(starts) + np.asarray(lengths)
+        pos[n:], active[:n], active[n:], last[:n], last[n:] = 0, 1, 0, last_rows, 0
+        bs = self.runner.kv.block_size
+        for i, table in enumerate(block_tables):
+            row = slot_row(np.asarray(table, dtype=np.int64), self.width, bs)
+            tables[i, : len(row)], tables[i, len(row) :] = row, 0
+        tables[n:] = 0
+        # The host buffer is written again only after the chain's tokens were read, so after this copy.
+        self.device_buf.copy_(self.host_buf, non_blocking=True)
+
+    def start(self, first_tokens: torch.Tensor) -> None:
+        """Take each row's first token from the first forward's greedy tokens (after `stage`)."""
+        self.tokens.copy_(first_tokens.gather(0, self.last))
+        self.history[:, 0] = self.tokens
+        self.count.fill_(1)
+
+    def _step(self) -> None:
+        model, p = self.runner.model, self.positions
+        slots = self.meta.slot_tables.gather(1, p[:, None]).squeeze(1)
+        self.meta.slot_mapping.copy_(torch.where(self.active != 0, slots, self.scratch_slot))
+        self.meta.q_positions.copy_(p[:, None])
+        hidden = model(self.tokens, p, self.meta, self.runner.kv.layers)
+        token = model.greedy_tokens(hidden, self.runner.vocab_limit)
+        self.history.scatter_(1, self.count.expand(self.B)[:, None], token[:, None])
+        self.tokens.copy_(token)
+        p.add_(1)
+        self.count.add_(1)
+
+    def step(self) -> None:
+        """Decode one token per row, fed back on the device."""
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self._step()
+
+
 @dataclass
 class Staged:
     """A step's inputs laid out in the host buffer for `graph`, not sent yet (`GraphRunner.replay`
@@ -134,17 +221,31 @@ class GraphRunner:
         self.inputs = _Inputs(self.max_batch, self.verify_tokens, max_width, runner.device, scratch_slot,
                               runner.kv.block_size)
         self._staged: Staged | None = None  # what the input buffer holds, not sent yet
+        self.chains: dict[tuple[int, int], DecodeChain] = {}
 
-    def capture(self, batch_sizes: list[int], max_context: int) -> int:
-        """Capture every graph that steps of these batch sizes up to `max_context` will need, so
-        that no capture lands inside a timed or latency-sensitive step. Returns how many."""
+    def chain(self, rows: int, need: int) -> DecodeChain:
+        """The captured DecodeChain for `rows` real rows writing positions below `need` (its
+        shape padded as a graph's: rows to a power of two, the width to WIDTH_STEP)."""
+        key = (1 << (rows - 1).bit_length(), -(-need // WIDTH_STEP) * WIDTH_STEP)
+        if key not in self.chains:
+            chain = DecodeChain(self.runner, *key, self.verify_tokens, self.inputs.scratch_slot)
+            chain.capture(self.pool, self.capture_stream)
+            self.chains[key] = chain
+        return self.chains[key]
+
+    def capture(self, batch_sizes: list[int], max_context: int, chains: bool = False) -> int:
+        """Capture every graph that steps of these batch sizes up to `max_context` will need (and
+        with `chains` the DecodeChains of a draft model), so that no capture lands inside a timed
+        or latency-sensitive step. Returns how many."""
         widths = range(WIDTH_STEP, -(-(max_context + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP + 1, WIDTH_STEP)
         for b in sorted({1 << (n - 1).bit_length() for n in batch_sizes if n <= self.max_batch}):
-            for tq in sorted({1, self.verify_tokens}):
-                for width in widths:
+            for width in widths:
+                for tq in sorted({1, self.verify_tokens}):
                     if (b, tq, width) not in self.graphs:
                         self.graphs[(b, tq, width)] = _Graph(self.runner, b, tq, width, self.pool, self.inputs, self.capture_stream)
-        return len(self.graphs)
+                if chains:
+                    self.chain(b, width)
+        return len(self.graphs) + len(self.chains)
 
     def can_run(self, batch) -> bool:
         """Decode/verify steps only (every feed within one verify block), no prefill chunks."""

@@ -130,12 +130,12 @@ class LLMEngine:
     # ---- requests -------------------------------------------------------------------------
     def warmup(self, max_context: int, batch_sizes: list[int] = (1,)) -> int:
         """Capture the CUDA graphs these batch sizes need up to `max_context` tokens and compile
-        the prefill's kernel variants (ModelRunner.warm_prefill), the draft model's too (no-op on
-        CPU). Returns how many graphs there are."""
+        the prefill's kernel variants (ModelRunner.warm_prefill), the draft model's too, with its
+        DecodeChains (no-op on CPU). Returns how many graphs there are."""
         runners = [self.runner] + ([self.hybrid.model.runner] if self.hybrid else [])
         for r in runners:
             r.warm_prefill(max_context)
-        return sum(r.graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len))
+        return sum(r.graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len), chains=r is not self.runner)
                    for r in runners if r.graphs)
 
     def reset_estimates(self) -> None:

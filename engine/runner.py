@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import torch
 
 from engine.config import EngineConfig
-from engine.cuda_graphs import GraphRunner, Staged
+from engine.cuda_graphs import DecodeChain, GraphRunner, Staged
 from engine.kv_cache import KVCache, kv_bytes_per_token
 from engine.loader.hf_folder import load_model
 from engine.loader.registry import model_context, resolve
@@ -177,6 +177,46 @@ class ModelRunner:
             start += len(feed)
             rows.append(flat[start - 1 : start] if last_only else flat[start - len(feed) : start])
         return rows, flight.logits
+
+    @torch.inference_mode()
+    def decode_greedy(self, batch: list[tuple[Sequence, list[int]]], n: int) -> tuple[list[list[int]], float]:
+        """Feed each (sequence, feed) from its cached length and decode n greedy tokens after it,
+        the first n - 1 of them fed back on the device (engine/cuda_graphs.py DecodeChain) and
+        all n read back at once: what a draft model writes. Returns each sequence's n tokens, and
+        the seconds each of the n - 1 chained steps took (their GPU time on CUDA; 0.0 for n = 1).
+        The K/V of the feed and of the first n - 1 tokens are written."""
+        starts = [seq.num_cached for seq, _ in batch]
+        ends = list(accumulate(len(feed) for _, feed in batch))
+        hidden, tokens, keep = self._run(batch, starts)
+        if tokens is None:  # eager: lm_head over each feed's last row only
+            tokens = self.model.greedy_tokens(hidden[torch.tensor([e - 1 for e in ends], device=hidden.device)],
+                                              self.vocab_limit)
+            last = list(range(len(batch)))
+        else:
+            last = [keep[e - 1] if keep is not None else e - 1 for e in ends]
+        if n == 1:
+            return [[t] for t in tokens[torch.tensor(last, device=tokens.device)].tolist()], 0.0
+        need = max(s + len(feed) for s, (_, feed) in zip(starts, batch)) + n - 1
+        if self.graphs is not None:
+            if n > self.graphs.verify_tokens:
+                raise ValueError(f"a chain decodes at most {self.graphs.verify_tokens} tokens, not {n}")
+            chain = self.graphs.chain(len(batch), need)
+        else:
+            chain = DecodeChain(self, len(batch), need, n, scratch_slot=0)  # no idle rows: never written
+        chain.stage(starts, [len(feed) for _, feed in batch], last, [seq.block_table for seq, _ in batch])
+        chain.start(tokens)
+        cuda = self.device.type == "cuda"
+        if cuda:
+            began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            began.record()
+        t = time.perf_counter()
+        for _ in range(n - 1):
+            chain.step()
+        if cuda:
+            ended.record()
+        out = chain.history[: len(batch), :n].tolist()
+        seconds = began.elapsed_time(ended) / 1000 if cuda else time.perf_counter() - t
+        return out, seconds / (n - 1)
 
     def _run(self, batch, starts: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor | None, list[int] | None]:
         """Hidden states and, from a CUDA graph, greedy tokens; `keep` lists the real rows when a

@@ -1,5 +1,6 @@
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,3 +34,35 @@ def swap_tokens(folder, a: str, b: str) -> None:
     vocab = data["model"]["vocab"]
     vocab[a], vocab[b] = vocab[b], vocab[a]
     path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def decode_both_ways(runner, prompts: list[list[int]], feeds: list[list[int]], n: int, chained: bool):
+    """On scratch sequences of `runner` holding `prompts`: n greedy tokens after each feed, either
+    chained on the device (ModelRunner.decode_greedy) or one forward per token, and the greedy
+    token after the last one (it reads the K/V the n - 1 fed tokens wrote). The cache's blocks
+    are given back."""
+    rows = [SimpleNamespace(block_table=runner.kv.allocator.allocate(runner.kv.blocks_for(len(p) + 64)),
+                            num_cached=0, needs_prefill=True) for p in prompts]
+    try:
+        runner.forward([(row, prompt) for row, prompt in zip(rows, prompts)], logits=False)
+        for row, prompt in zip(rows, prompts):
+            row.num_cached, row.needs_prefill = len(prompt), False
+        batch = [(row, feed) for row, feed in zip(rows, feeds)]
+        if chained:
+            tokens, seconds = runner.decode_greedy(batch, n)
+            assert seconds > 0
+            for row, feed in zip(rows, feeds):
+                row.num_cached += len(feed) + n - 1
+        else:
+            tokens = [[] for _ in rows]
+            for _ in range(n):
+                out, _ = runner.verify(batch, last_only=True)
+                for (row, feed), t, o in zip(batch, tokens, out):
+                    row.num_cached += len(feed)
+                    t.append(o[0])
+                batch = [(row, [t[-1]]) for row, t in zip(rows, tokens)]
+        after, _ = runner.verify([(row, [t[-1]]) for row, t in zip(rows, tokens)], last_only=True)
+        return tokens, after
+    finally:
+        for row in rows:
+            runner.kv.allocator.release(row.block_table)

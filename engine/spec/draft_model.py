@@ -11,15 +11,18 @@ drafter's tokens, which the draft continues) and decode n tokens greedily. All b
 verify block of each catch-up is fed ahead (`_feed_ahead`): a long one (a prompt, a long quote)
 as prefill chunks, a short one a verify block at a time for every job together, so that on a GPU
 it replays CUDA graphs instead of an eager forward (whose launches alone cost ten graph
-replays). Then one forward covers every job's rest and lead, and n - 1 forwards of one token per
-job follow (graphs replay these). The last drafted token is never fed: if the target accepts
-it, the next catch-up feeds it.
+replays). Then one forward covers every job's rest and lead, and n - 1 steps of one token per
+job follow, each token fed back on the device (ModelRunner.decode_greedy: on a GPU n - 1 replays
+of one captured step back to back, read back once; every job decodes the largest n and keeps its
+own). The last drafted token is never fed: if the target accepts it, the next catch-up feeds it.
 
 The costs the hybrid's rule prices (engine/spec/hybrid.py) are measured here: `cost` fits the
 seconds of a drafting forward (every feed within a verify block) against the tokens it feeds,
-`prefill_cost` fits the seconds of a long catch-up's forward (eager, a prefill chunk) the same
-way, so its fixed cost (on a GPU the Python launches of an eager forward, ~10 graph replays) is
-priced too; `catch_up_seconds` estimates what a step's catch-ups will cost before it runs them.
+`chain_cost` the seconds of a chained step (its GPU time on CUDA) against the rows,
+`prefill_cost` the seconds of a long catch-up's forward (eager, a prefill chunk) against its
+tokens, so its fixed cost (on a GPU the Python launches of an eager forward, ~10 graph replays)
+is priced too; `draft_seconds` prices d tokens, `catch_up_seconds` what a step's catch-ups will
+cost before it runs them.
 A forward without logits is timed to the end of its GPU work (a synchronize on CUDA): timing
 only its launches priced a 2k-token catch-up at a few launches, and a fit without slope at none.
 
@@ -108,12 +111,14 @@ class DraftModel:
 
     def reset_costs(self) -> None:
         """Forget the measured costs. `cost`: seconds per drafting forward against the tokens it
-        feeds, priced (flat) from its second sample; `prefill_cost`: seconds per long catch-up
-        forward against its tokens, priced (flat) from the first. Few samples suffice: until both
+        feeds, priced (flat) from its second sample, as is `chain_cost`, seconds per chained step
+        against the rows; `prefill_cost`: seconds per long catch-up forward against its tokens,
+        priced (flat) from the first. Few samples suffice: until both
         are priced the hybrid's rule reads for no sequence it is behind on but through probes,
         one sample each (engine/spec/hybrid.py); a fit follows once the sizes differ."""
         self.cost = StepCost(min_samples=2)
         self.prefill_cost = StepCost(min_samples=1)
+        self.chain_cost = StepCost(min_samples=2)
 
     def release(self, seq_id: str) -> None:
         st = self.states.pop(seq_id, None)
@@ -147,23 +152,47 @@ class DraftModel:
             st.block_table.extend(self.blocks.allocate(need))
         return True
 
-    def _forward(self, batch: list[tuple[DraftSequence, list[int]]], logits: bool, observe: bool = True) -> list[int] | None:
+    def _feed(self, batch: list[tuple[DraftSequence, list[int]]], observe: bool = True) -> None:
+        """Feed each (state, tokens) pair without logits: a catch-up ahead of the drafting forward."""
         t = time.perf_counter()
-        tokens = None
-        if logits:
-            tokens = [row[0] for row in self.runner.verify(batch, last_only=True)[0]]
-        else:
-            self.runner.forward(batch, logits=False)
-            if self.stream is not None:  # its seconds on the GPU too, not only the launches
-                self.stream.synchronize()
-        fed, seconds = sum(len(f) for _, f in batch), time.perf_counter() - t
+        self.runner.forward(batch, logits=False)
+        if self.stream is not None:  # its seconds on the GPU too, not only the launches
+            self.stream.synchronize()
         if observe:
-            short = all(len(f) <= self.cfg.verify_tokens for _, f in batch)
-            (self.cost if short else self.prefill_cost).observe(fed, seconds)
+            self._observe_first(batch, time.perf_counter() - t)
         for st, feed in batch:
             st.tokens.extend(feed)
             st.num_cached += len(feed)
+
+    def _observe_first(self, batch, seconds: float) -> None:
+        fed = sum(len(f) for _, f in batch)
+        short = all(len(f) <= self.cfg.verify_tokens for _, f in batch)
+        (self.cost if short else self.prefill_cost).observe(fed, seconds)
+
+    def _draft(self, batch: list[tuple[DraftSequence, list[int]]], n: int, observe: bool) -> list[list[int]]:
+        """Feed each (state, tokens) pair and decode n greedy tokens after it, chained on the
+        device (ModelRunner.decode_greedy); the first n - 1 are fed (their K/V written)."""
+        t = time.perf_counter()
+        tokens, chained = self.runner.decode_greedy(batch, n)
+        if observe:
+            self._observe_first(batch, time.perf_counter() - t - (n - 1) * chained)
+            if n > 1:
+                self.chain_cost.observe(len(batch), chained)
+        for (st, feed), out in zip(batch, tokens):
+            st.tokens.extend(feed + out[:-1])
+            st.num_cached += len(feed) + n - 1
         return tokens
+
+    def draft_seconds(self, d: int, rows: int) -> float | None:
+        """Priced seconds of d draft tokens for `rows` sequences the model is in sync with: the
+        drafting forward at its fit, the d - 1 chained steps at theirs (at the forward's while
+        not measured); None while the forward is not priced."""
+        fit = self.cost.fit_or_flat()
+        if fit is None:
+            return None
+        first = fit[0] + fit[1] * rows
+        chained = self.chain_cost.fit_or_flat()
+        return first + (d - 1) * (chained[0] + chained[1] * rows if chained else first)
 
     def _feed_ahead(self, feeds: list[list], observe: bool) -> None:
         """Feed each [state, feed] pair's tokens but its last verify block (no logits), so the
@@ -177,11 +206,11 @@ class DraftModel:
             if len(feed) > GRAPH_CATCH_UP_BLOCKS * K or not graphs:
                 while len(feed) > keep:
                     n = min(chunk, len(feed) - keep)
-                    self._forward([(st, feed[:n])], logits=False, observe=observe)
+                    self._feed([(st, feed[:n])], observe)
                     feed = feed[n:]
                 pair[1] = feed
         while graphs and (ahead := [pair for pair in feeds if len(pair[1]) > K]):
-            self._forward([(st, feed[:K]) for st, feed in ahead], logits=False, observe=observe)
+            self._feed([(st, feed[:K]) for st, feed in ahead], observe)
             for pair in ahead:
                 pair[1] = pair[1][K:]
 
@@ -232,9 +261,10 @@ class DraftModel:
     def _propose(self, jobs: list[tuple[object, list[int], int]], observe: bool) -> list[list[int]]:
         keep = {seq.id for seq, _, _ in jobs}
         out: list[list[int]] = [[] for _ in jobs]
+        n = max((n for _, _, n in jobs), default=0)  # every row decodes as many; each job keeps its own
         live, feeds = [], []
-        for i, (seq, lead, n) in enumerate(jobs):
-            if n <= 0:
+        for i, (seq, lead, want) in enumerate(jobs):
+            if want <= 0:
                 continue
             context = seq.tokens + list(lead)
             st = self._state(seq, context)
@@ -249,18 +279,12 @@ class DraftModel:
         if not live:
             return out
         self._feed_ahead(feeds, observe)
-        for i, tok in zip(live, self._forward(feeds, logits=True, observe=observe)):
-            out[i].append(tok)
+        for i, tokens in zip(live, self._draft(feeds, n, observe)):
+            out[i] = tokens[: jobs[i][2]]
         for seq, _, _ in jobs:  # the committed tokens fed so far, for sharing
             if (st := self.states.get(seq.id)) is not None:
                 self.blocks.publish(st, seq.tokens, min(st.num_cached, len(seq.tokens)))
-        while True:
-            live = [i for i in live if len(out[i]) < jobs[i][2]]
-            if not live:
-                return out
-            batch = [(self.states[jobs[i][0].id], [out[i][-1]]) for i in live]
-            for i, tok in zip(live, self._forward(batch, logits=True, observe=observe)):
-                out[i].append(tok)
+        return out
 
     def check(self, request_len: int) -> None:
         """Raise RequestError if a prompt of this length can never fit the draft cache."""

@@ -15,10 +15,11 @@ step and sequence (drafter `hybrid`):
   draft (it is fed lookup's tokens first), or lookup continues after the model's draft (a
   read-only lookup of the extended context, `LookupDrafter.peek`: the model started writing code
   that the context holds, and lookup copies on for free);
-* how many tokens d <= D the draft model writes this step (one batched forward per token, every
-  sequence together) is chosen by expected throughput: committed tokens per second of the whole
-  step, the target's cost from the engine's step-cost fit (engine/step_cost.py) plus the draft
-  model's own fit (seconds per draft forward against the tokens it feeds), plus what the model
+* how many tokens d <= D the draft model writes this step (one batched forward, every sequence
+  together, then d - 1 one-token steps chained on the device) is chosen by expected throughput:
+  committed tokens per second of the whole step, the target's cost from the engine's step-cost
+  fit (engine/step_cost.py) plus the draft model's own fits (DraftModel.draft_seconds: its
+  forward against the tokens it feeds, its chained steps against the rows), plus what the model
   must first read this step (the tokens committed since it last ran: a prompt, a long quote;
   DraftModel.catch_up_seconds). A catch-up is charged to the step that pays it, yet it buys
   every later step the model stays in sync for (a chat's whole answer, or the two steps of an
@@ -266,14 +267,14 @@ class HybridDrafting:
         on, or where no d pays (module docstring)."""
         if room <= 0 or self.model.lag(seq, len(in_flight)) > 0:
             return None
-        draft_fit, alpha = self.model.cost.fit_or_flat(), self.rates[MODEL].rate
-        if target_fit is None or draft_fit is None:
+        alpha = self.rates[MODEL].rate
+        if target_fit is None or self.model.draft_seconds(1, 1) is None:
             best = _likelier_than_not(alpha, min(self.max_draft, room))
         else:
-            (a, b), (a_d, b_d) = target_fit, draft_fit
+            a, b = target_fit
             best, best_rate = 0, MIN_GAIN / (a + b)  # the bet's token alone
             for d in range(1, min(self.max_draft, room) + 1):
-                unhidden = max(0.0, (d + 1) * (a_d + b_d) - OVERLAP_SHARE * step_seconds)
+                unhidden = max(0.0, self.model.draft_seconds(d + 1, 1) - OVERLAP_SHARE * step_seconds)
                 rate = (1 + expected_commits(alpha, d)) / (a + b * (1 + d) + unhidden)
                 if rate > best_rate:
                     best, best_rate = d, rate
@@ -313,7 +314,7 @@ class HybridDrafting:
         synced = [p for p in plans if lags[id(p)] <= 0]
         d, rate, priced = self._choose_d(synced, lookup_drafts, target_fit, 0.0)
         chosen = synced if d else []
-        if len(synced) < len(plans) and target_fit is not None and self.model.cost.fit_or_flat() is not None:
+        if len(synced) < len(plans) and target_fit is not None and self.model.draft_seconds(1, 1) is not None:
             catch_up = self._catch_up(plans)
             d_all, rate_all, priced_all = self._choose_d(plans, lookup_drafts, target_fit, catch_up)
             if d_all and rate_all > rate:
@@ -337,8 +338,7 @@ class HybridDrafting:
 
     def _probe_seconds(self, catch_up: float) -> float:
         """Priced seconds of a probe: the catch-up, then one drafting forward for its one plan."""
-        fit = self.model.cost.fit_or_flat()
-        return catch_up + (fit[0] + fit[1] if fit else 0.0)
+        return catch_up + (self.model.draft_seconds(1, 1) or 0.0)
 
     def _probe_due(self, lookup_drafts: list[list[int]], target_fit: tuple[float, float] | None,
                    catch_up: float) -> bool:
@@ -346,8 +346,7 @@ class HybridDrafting:
         `catch_up` seconds behind (module docstring): every PROBE_EVERY-th step from the first
         while a price is missing, else once the steps since the last probe have taken
         1/PROBE_SHARE times what it costs."""
-        draft_fit = self.model.cost.fit_or_flat()
-        if target_fit is None or draft_fit is None or not math.isfinite(catch_up):
+        if target_fit is None or self.model.draft_seconds(1, 1) is None or not math.isfinite(catch_up):
             return (self.stats.steps - 1) % PROBE_EVERY == 0
         self.unprobed_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
         if self._probe_seconds(catch_up) > PROBE_SHARE * self.unprobed_seconds:
@@ -364,11 +363,10 @@ class HybridDrafting:
         accepted than not, and the rate is 0)."""
         if not plans:
             return 0, 0.0, 0.0
-        draft_fit = self.model.cost.fit_or_flat()
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
-        if target_fit is None or draft_fit is None:
+        if target_fit is None or self.model.draft_seconds(1, 1) is None:
             return _likelier_than_not(a_m, self.max_draft), 0.0, 0.0
-        (a, b), (a_d, b_d) = target_fit, draft_fit
+        a, b = target_fit
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
         best, base_rate, priced = 0, base / (a + b * base_fed), 0.0
@@ -376,7 +374,7 @@ class HybridDrafting:
         for d in range(1, self.max_draft + 1):
             gain = sum(p.gain_per_d[d] for p in plans)
             extra_fed = sum(p.extra_fed(d) for p in plans)
-            model_seconds = d * (a_d + b_d * len(plans)) + catch_up
+            model_seconds = self.model.draft_seconds(d, len(plans)) + catch_up
             seconds = a + b * (base_fed + extra_fed) + model_seconds
             if (base + gain) / seconds > best_rate:
                 best, best_rate, priced = d, (base + gain) / seconds, model_seconds

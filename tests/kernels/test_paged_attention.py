@@ -151,23 +151,6 @@ def test_resolve_impl():
         resolve_impl("flash", cpu, 64)
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """A 2-layer random Mistral: the 0.5B model's GQA ratio (14 query heads on 2 KV heads), head dim
-    64, a sliding window; a word-level tokenizer."""
-    transformers = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, models
-
-    cfg = transformers.MistralConfig(vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                     num_attention_heads=14, num_key_value_heads=2, head_dim=64, sliding_window=40,
-                                     max_position_embeddings=512)
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny-mistral")
-    transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder)
-    Tokenizer(models.WordLevel({f"t{i}": i for i in range(211)}, unk_token="t0")).save(str(folder / "tokenizer.json"))
-    return folder
-
-
 @pytest.mark.parametrize("kv_dtype", ["auto", "fp8", "int4"])
 def test_engine_tokens_match_reference(tiny_model, kv_dtype):
     """Through the whole engine with each attention: prompt chunks of different lengths in one step

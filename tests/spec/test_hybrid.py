@@ -23,7 +23,7 @@ from engine.spec.drafters import make_drafter
 from engine.spec.hybrid import FILL, LOOKUP, MODEL, QUOTE, Acceptance, HybridDrafting, Proposal, expected_commits
 from engine.types import Request, RequestError, SamplingParams
 from prompts.apply import build_apply_prompt
-from tests.conftest import swap_tokens
+from tests.conftest import decode_both_ways, swap_tokens
 
 DRAFT_LAYERS = 20
 DEV = "bench/data/dev.jsonl"
@@ -144,6 +144,16 @@ def test_greedy_output_is_plain_decoding_with_the_draft_model(engine, drafter):
     assert 0 < accepted < drafted
     draft = engine.hybrid.model
     assert draft.states == {} and draft.blocks.num_free == draft.blocks.num_blocks
+
+
+def test_chained_draft_tokens_are_the_step_by_step_greedy_tokens(engine):
+    """ModelRunner.decode_greedy feeds each row's tokens back on the device (DecodeChain, run
+    eagerly here; the H200 replays it as a CUDA graph, tests/kernels/test_decode_chain.py): two
+    rows fed 3 and 1 tokens after prompts of different lengths, 5 tokens each, equal one forward
+    per token, and the K/V the chain wrote is what the next forward reads."""
+    runner = engine.hybrid.model.runner
+    prompts, feeds = [list(range(100, 140)), list(range(300, 317))], [[7, 8, 9], [11]]
+    assert decode_both_ways(runner, prompts, feeds, 5, chained=True) == decode_both_ways(runner, prompts, feeds, 5, chained=False)
 
 
 def test_quotes_are_planned_ahead(engine):
@@ -291,11 +301,18 @@ def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
         EngineConfig(draft_tokens=64)
 
 
-def stub_model(catch_up):
-    """What the rule reads of a DraftModel: its costs, and a catch-up of `catch_up()` seconds
-    (0: in sync) for any sequence."""
-    return SimpleNamespace(cost=None, reset_costs=lambda: None, catch_up_seconds=lambda jobs: catch_up(),
-                           lag=lambda seq, lead: 1 if catch_up() else 0)
+def stub_model(catch_up=lambda: 0.0, lag=None, **fields):
+    """What the rule reads of a DraftModel: its costs (priced by DraftModel.draft_seconds; no
+    chained step measured, so each is priced as a drafting forward), and a catch-up of
+    `catch_up()` seconds (0: in sync) for any sequence, or `lag` and `catch_up_seconds` given."""
+    from engine.spec.draft_model import DraftModel
+    from engine.step_cost import StepCost
+
+    fields = {"catch_up_seconds": lambda jobs: catch_up(), **fields}
+    model = SimpleNamespace(cost=None, chain_cost=StepCost(), reset_costs=lambda: None,
+                            lag=lag or (lambda seq, lead: 1 if catch_up() else 0), **fields)
+    model.draft_seconds = lambda d, rows: DraftModel.draft_seconds(model, d, rows)
+    return model
 
 
 def test_draft_length_follows_costs_and_acceptance():
@@ -404,8 +421,8 @@ def test_a_sequence_behind_does_not_hold_back_those_in_sync():
     from engine.step_cost import StepCost
 
     lags = {"synced": 0, "new": 2000, "newer": 3000}
-    model = SimpleNamespace(cost=None, reset_costs=lambda: None, lag=lambda seq, lead: lags[seq.id],
-                            catch_up_seconds=lambda jobs: sum(0.04 * lags[s.id] / 2000 for s, _ in jobs))
+    model = stub_model(lag=lambda seq, lead: lags[seq.id],
+                       catch_up_seconds=lambda jobs: sum(0.04 * lags[s.id] / 2000 for s, _ in jobs))
     hybrid = HybridDrafting(model, draft_tokens=5)
     model.cost = StepCost(min_samples=2)
     hybrid.rates[MODEL] = Acceptance(prior=0.85, weight=1e6)
