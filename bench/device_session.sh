@@ -4,15 +4,16 @@
 # background. The machine is given back 30 s after a call, so the calls follow each other closely;
 # a job outlives its call (setsid) and jobs run one at a time (flock), in the order queued.
 #
-#   bench/device_session.sh start COMMIT     install the carried wheels (.whl/)
-#   bench/device_session.sh part DIR NAME    keep a carried part folder (.devmodel05/p3) under /root/parts/NAME
+#   bench/device_session.sh start COMMIT     install the carried wheels (.whl/), copy .old/ if carried
+#   bench/device_session.sh part DIR NAME    keep a carried part folder (.devmodel/05/p3) under /root/parts/NAME
 #   bench/device_session.sh queue JOB...     run jobs in the background, after those queued before, on a
 #                                            snapshot of this call's checkout (COMMIT=sha names it if
 #                                            it is not start's)
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
-# pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead. bench/device_run.sh is the one-call form of the same.
+# pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
+# beside_old, hybrid_old (an older tree carried in .old/). bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -81,6 +82,12 @@ job() {
     draft_tokens)
       for d in 3 7; do EDITAPPLY_DRAFT_TOKENS=$d $t 200 python3 -m bench.drafters --limit 8 --max-tokens 256 \
         --workloads instruction rag chat --drafters hybrid; done ;;
+    # The same measurements on an older tree, carried in .old/ (git archive) and copied to /root/old at
+    # start: an A/B within one lease (leases differ in host speed).
+    beside_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old $t 300 python3 -m bench.step_time \
+      --shape qwen2.5-coder-1.5b --beside qwen2.5-coder-0.5b --contexts 1024 4096) ;;
+    hybrid_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+      $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid --workloads instruction rag chat) ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
 }
@@ -89,6 +96,7 @@ case ${1:-} in
   start)
     mkdir -p $ROOT/parts $RES && echo "${2:-unknown}" > $ROOT/commit
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $ROOT/site .whl/*.whl || exit 1
+    if [ -d .old ]; then rm -rf $ROOT/old && cp -r .old $ROOT/old; fi
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader ;;
   part)
     mkdir -p $ROOT/parts/$3 && cp "$2"/part-* $ROOT/parts/$3/ && ls $ROOT/parts/$3 | tr '\n' ' ' ;;
