@@ -6,10 +6,11 @@ sequence per step, so at high concurrency a step costs more; the verify budget c
 tokens and cuts drafts to a share under load. The table shows where long verify blocks stop paying.
 With the hybrid drafter it also shows the draft model's part: the steps it ran in, the committed
 tokens it read to catch up (each request's prompt, then quotes) and its seconds. On CUDA each
-level runs every mode once untimed first (Triton compiles per batch shape).
+level runs every mode once untimed first (Triton compiles per batch shape). `--rounds R` holds a
+level's load for R requests per slot (n * R requests, n at a time).
 
     python -m bench.concurrency [--model qwen2.5-coder-0.5b] [--levels 1 8 32 64] [--max-tokens 0]
-        [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"]
+        [--rounds 1] [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"]
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ MODES = {"plain": ("none", 1), "lookup K=16 +prediction": ("lookup", 16),
          "hybrid K=16 +prediction": ("hybrid", 16)}  # hybrid: lookup + the draft model (engine/spec/hybrid.py)
 
 
-def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int, max_tokens: int) -> dict:
+def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int, max_tokens: int,
+              rounds: int = 1) -> dict:
+    """n * rounds requests, n running at a time (the scheduler's max_num_seqs is n): the level's
+    load held for `rounds` requests per slot, so that a timed run is not one batch of a few ms."""
     seqs = []
     t = time.perf_counter()
-    for i in range(n):
+    for i in range(n * rounds):
         c = cases[i % len(cases)]
         sources = {"prediction": c["prediction"], **c["sources"]}
         mt = min(c["max_tokens"], max_tokens) if max_tokens else c["max_tokens"]
@@ -65,7 +69,9 @@ def main(argv=None) -> None:
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--max-tokens", type=int, default=0, help="cap each request's output (0 = the whole file)")
     ap.add_argument("--cases", type=int, default=0, help="dev cases to cycle through (0 = all)")
-    ap.add_argument("--modes", nargs="+", default=list(MODES)[:2], choices=list(MODES))
+    ap.add_argument("--rounds", type=int, default=1, help="requests per slot at each level (n * rounds in all)")
+    ap.add_argument("--modes", nargs="+", default=list(MODES)[:2], choices=list(MODES),
+                    help="a mode named twice runs twice, alternating (run-to-run noise shows)")
     ap.add_argument("--draft-model", default=None, help="for the hybrid mode (default: the model preset's pair)")
     args = ap.parse_args(argv)
     draft = ""
@@ -83,18 +89,19 @@ def main(argv=None) -> None:
     for n in args.levels:
         engine.scheduler.max_num_seqs = n
         if engine.cfg.torch_device.type == "cuda":  # Triton compiles per batch shape: not in any mode's time
-            for mode in args.modes:
+            for mode in dict.fromkeys(args.modes):
                 run_level(engine, cases, n, *MODES[mode], 16)
         for mode in args.modes:
             drafter, k = MODES[mode]
             engine.scheduler.preemptions = 0
             engine.reset_estimates()  # each mode learns its own step cost and acceptance
-            r = run_level(engine, cases, n, drafter, k, args.max_tokens)
-            results[f"{n}/{mode}"] = r
+            r = run_level(engine, cases, n, drafter, k, args.max_tokens, args.rounds)
+            key = f"{n}/{mode}"
+            results[key if key not in results else f"{key} #{sum(k.startswith(key) for k in results) + 1}"] = r
             rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"], *model_cells(r)])
             print(rows[-1], flush=True)
         plain = results.get(f"{n}/plain", {}).get("tok_s")
-        for mode in [m for m in args.modes if m != "plain"] if plain else ():
+        for mode in [m for m in dict.fromkeys(args.modes) if m != "plain"] if plain else ():
             rows.append([n, f"speedup of {mode}", "", "", results[f"{n}/{mode}"]["tok_s"] / plain, "", "", "", "", ""])
     cfg = engine.cfg
     print(header(f"Concurrent apply requests ({args.model}, {cfg.torch_dtype}, {cfg.torch_device}, "

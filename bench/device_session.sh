@@ -70,6 +70,9 @@ job() {
     drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup hybrid ;;
     concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
+    # Each level held for 4 requests per slot, the two modes twice, alternating.
+    concurrency_rounds) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 --rounds 4 \
+      --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     concurrency_short) $t 200 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --levels 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     # A random-weight 0.5B drafting on its own stream beside the 1.5B's K=16 step (drafting ahead).
