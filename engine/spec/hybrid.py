@@ -40,9 +40,11 @@ step and sequence (drafter `hybrid`):
   one token now and then for one sequence (the one it has least to read for), so the estimates
   follow a workload that changes (a chat turns into code the model can guess) and the costs get
   measured: every PROBE_EVERY-th step from the first while a price is missing, else once the
-  steps since the last probe have taken 1/PROBE_SHARE times what the probe will cost (its
-  catch-up included: after a long quote, an eager prefill of the model many times a verify
-  step).
+  steps since the last probe have taken 1/share times what the probe will cost (its catch-up
+  included: after a long quote, an eager prefill of the model many times a verify step). The
+  share starts at PROBE_SHARE and halves with each probe down to MIN_PROBE_SHARE while the rule
+  keeps declining the model (on the H200 chat and RAG answers paid ~5% for probes that found
+  the model still too slow, bench/RESULTS.md), and is back at PROBE_SHARE once the rule runs it.
 
 **Drafting ahead** (`EDITAPPLY_DRAFT_AHEAD=1`, off by default): while the target verifies a step
 of one sequence, the model drafts the next one on its own CUDA stream, on the bet that this
@@ -76,6 +78,7 @@ DEFAULT_DRAFT_TOKENS = 5
 LOOKUP, QUOTE, MODEL, FILL = "lookup", "quote", "model", "fill"
 PROBE_EVERY = 16
 PROBE_SHARE = 0.05
+MIN_PROBE_SHARE = 0.01
 MIN_GAIN = 1.05
 # The share of the target's step that the draft model's forwards drafting ahead hide: on the H200
 # a 0.5B forward (1.3 ms alone) beside the 1.5B's K=16 step (2.1 ms) hid 0.85-1.2 ms of it, the
@@ -222,7 +225,10 @@ class HybridDrafting:
             plans.append((i, _Plan(seq, room, draft, gains, leads)))
         stats = self.stats
         stats.steps += bool(plans)
+        probes = stats.probes
         d, priced, chosen = self._decide([p for _, p in plans], lookup_drafts, target_fit)
+        if chosen and stats.probes == probes:  # the rule runs the model: probes may spend their full share again
+            self.probe_share = PROBE_SHARE
         chosen_ids = {id(p) for p in chosen}
         jobs = []
         for i, p in plans:
@@ -344,14 +350,15 @@ class HybridDrafting:
                    catch_up: float) -> bool:
         """Whether this step, where the model does not run, drafts one token anyway for one plan,
         `catch_up` seconds behind (module docstring): every PROBE_EVERY-th step from the first
-        while a price is missing, else once the steps since the last probe have taken
-        1/PROBE_SHARE times what it costs."""
+        while a price is missing, else once the steps since the last probe have taken 1/share
+        times what it costs, the share halving with each probe (down to MIN_PROBE_SHARE)."""
         if target_fit is None or self.model.draft_seconds(1, 1) is None or not math.isfinite(catch_up):
             return (self.stats.steps - 1) % PROBE_EVERY == 0
         self.unprobed_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
-        if self._probe_seconds(catch_up) > PROBE_SHARE * self.unprobed_seconds:
+        if self._probe_seconds(catch_up) > self.probe_share * self.unprobed_seconds:
             return False
         self.unprobed_seconds = 0.0
+        self.probe_share = max(MIN_PROBE_SHARE, self.probe_share / 2)
         return True
 
     def _choose_d(self, plans: list[_Plan], lookup_drafts: list[list[int]],
@@ -385,6 +392,7 @@ class HybridDrafting:
         self.rates = {LOOKUP: Acceptance(prior=0.5), MODEL: Acceptance(prior=0.6)}
         self.stats = HybridStats()
         self.unprobed_seconds = 0.0  # estimated seconds of the steps without the model since the last probe
+        self.probe_share = PROBE_SHARE  # of those seconds the next probe may cost (halved by each probe)
         self.waited_seconds = 0.0  # estimated seconds of the steps that waited out the model's catch-up
         self.model.reset_costs()
 

@@ -342,29 +342,51 @@ def test_draft_length_follows_costs_and_acceptance():
 
 def test_probes_spend_a_bounded_share_of_the_time():
     """When the rule declines the model, a probe still drafts one token now and then; with the
-    costs measured, probes spend at most PROBE_SHARE of the steps' time: one that must first read
-    a long quote (an eager prefill, 20 verify steps' worth) waits far longer than one in sync.
-    While a price is missing (the draft's step, or a catch-up of a kind not seen yet), every
+    costs measured, the steps until the next probe take 1/share times what it costs, the share
+    halving from PROBE_SHARE to MIN_PROBE_SHARE with each probe while the model stays declined:
+    one that must first read a long quote (an eager prefill, 20 verify steps' worth) waits far
+    longer than one in sync. Once the rule runs the model, the share is PROBE_SHARE again. While
+    a price is missing (the draft's step, or a catch-up of a kind not seen yet), every
     PROBE_EVERY-th step probes, from the first."""
-    from engine.spec.hybrid import PROBE_EVERY, PROBE_SHARE
+    from engine.spec.hybrid import MIN_PROBE_SHARE, PROBE_EVERY, PROBE_SHARE
     from engine.step_cost import StepCost
 
-    def probes(catch_up: float, steps: int = 2000, measured: bool = True) -> list[int]:
+    def measured(catch_up: float, sizes=(1, 4)) -> HybridDrafting:
         hybrid = HybridDrafting(stub_model(lambda: catch_up))
         hybrid.model.cost = cost = StepCost(min_samples=2)
-        for n in (1, 4) if measured else ():
+        for n in sizes:
             cost.observe(n, 0.001 + 1e-5 * n)  # a draft forward: half a verify step
+        return hybrid
+
+    def probes(catch_up: float, steps: int = 2000, hybrid=None) -> list[int]:
+        hybrid = hybrid or measured(catch_up)
         due = []
         for step in range(steps):
             hybrid.stats.steps += 1  # as propose() counts them
             due += [step] if hybrid._probe_due([[1, 2]], (0.002, 1e-5), catch_up) else []
         return due
 
+    def expected(probe: float, seconds: float) -> int:
+        """Probes in `seconds` of steps, each after 1/share times `probe` seconds."""
+        share, n = PROBE_SHARE, 0
+        while (seconds := seconds - probe / share) >= 0:
+            n, share = n + 1, max(MIN_PROBE_SHARE, share / 2)
+        return n
+
     step = 0.002 + 3e-5
-    assert len(probes(0.0)) == pytest.approx(2000 * step * PROBE_SHARE / 0.00101, rel=0.1)
-    assert len(probes(0.04)) == pytest.approx(2000 * step * PROBE_SHARE / 0.04101, rel=0.25)
-    assert len(probes(0.04)) < 2000 / PROBE_EVERY / 10
-    assert probes(0.0, 64, measured=False) == list(range(0, 64, PROBE_EVERY))
+    assert len(probes(0.0)) == pytest.approx(expected(0.00101, 2000 * step), abs=1)
+    assert len(probes(0.04)) == pytest.approx(expected(0.04101, 2000 * step), abs=1)
+    assert len(probes(0.04)) < len(probes(0.0)) / 10
+    hybrid = measured(0.0)
+    probes(0.0, 2000, hybrid)
+    assert hybrid.probe_share == MIN_PROBE_SHARE
+    # The rule runs the model (a well-accepted one, in sync): the full share again.
+    hybrid.rates[MODEL] = Acceptance(prior=0.95, weight=1e6)
+    hybrid.model.propose = lambda jobs: [[1] * n for _, _, n in jobs]
+    hybrid.model.caught_up = 0
+    hybrid.propose([SimpleNamespace(id="s", tokens=[1, 2], lookup_fills=False, drafter=None)], [[]], [15], (0.002, 1e-5))
+    assert hybrid.stats.model_steps == 1 and hybrid.stats.probes == 0 and hybrid.probe_share == PROBE_SHARE
+    assert probes(0.0, 64, measured(0.0, sizes=())) == list(range(0, 64, PROBE_EVERY))
     assert probes(math.inf, 64) == list(range(0, 64, PROBE_EVERY))
 
 
