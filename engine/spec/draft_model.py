@@ -113,9 +113,9 @@ class DraftModel:
         """Forget the measured costs. `cost`: seconds per drafting forward against the tokens it
         feeds, priced (flat) from its second sample, as is `chain_cost`, seconds per chained step
         against the rows; `prefill_cost`: seconds per long catch-up forward against its tokens,
-        priced (flat) from the first. Few samples suffice: until both
-        are priced the hybrid's rule reads for no sequence it is behind on but through probes,
-        one sample each (engine/spec/hybrid.py); a fit follows once the sizes differ."""
+        priced (flat) from the first. Few samples suffice: until `cost` and `prefill_cost` are
+        priced the hybrid's rule reads for no sequence it is behind on but through probes, one
+        sample each (engine/spec/hybrid.py); a fit follows once the sizes differ."""
         self.cost = StepCost(min_samples=2)
         self.prefill_cost = StepCost(min_samples=1)
         self.chain_cost = StepCost(min_samples=2)

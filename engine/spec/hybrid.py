@@ -274,7 +274,7 @@ class HybridDrafting:
         if room <= 0 or self.model.lag(seq, len(in_flight)) > 0:
             return None
         alpha = self.rates[MODEL].rate
-        if target_fit is None or self.model.draft_seconds(1, 1) is None:
+        if target_fit is None or not self._model_priced():
             best = _likelier_than_not(alpha, min(self.max_draft, room))
         else:
             a, b = target_fit
@@ -300,6 +300,10 @@ class HybridDrafting:
             proposal.add(FILL, seq.drafter.peek(tail + tokens, left))
         return tokens[0], proposal
 
+    def _model_priced(self) -> bool:
+        """Whether the draft model's drafting forward has a measured price (DraftModel.draft_seconds)."""
+        return self.model.draft_seconds(1, 1) is not None
+
     def _catch_up(self, plans: list[_Plan]) -> float:
         """Seconds the model must first spend reading what it has not seen (paid by this step;
         infinite while unpriced)."""
@@ -320,7 +324,7 @@ class HybridDrafting:
         synced = [p for p in plans if lags[id(p)] <= 0]
         d, rate, priced = self._choose_d(synced, lookup_drafts, target_fit, 0.0)
         chosen = synced if d else []
-        if len(synced) < len(plans) and target_fit is not None and self.model.draft_seconds(1, 1) is not None:
+        if len(synced) < len(plans) and target_fit is not None and self._model_priced():
             catch_up = self._catch_up(plans)
             d_all, rate_all, priced_all = self._choose_d(plans, lookup_drafts, target_fit, catch_up)
             if d_all and rate_all > rate:
@@ -352,7 +356,7 @@ class HybridDrafting:
         `catch_up` seconds behind (module docstring): every PROBE_EVERY-th step from the first
         while a price is missing, else once the steps since the last probe have taken 1/share
         times what it costs, the share halving with each probe (down to MIN_PROBE_SHARE)."""
-        if target_fit is None or self.model.draft_seconds(1, 1) is None or not math.isfinite(catch_up):
+        if target_fit is None or not self._model_priced() or not math.isfinite(catch_up):
             return (self.stats.steps - 1) % PROBE_EVERY == 0
         self.unprobed_seconds += _lookup_step_seconds(target_fit, lookup_drafts)
         if self._probe_seconds(catch_up) > self.probe_share * self.unprobed_seconds:
@@ -371,7 +375,7 @@ class HybridDrafting:
         if not plans:
             return 0, 0.0, 0.0
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
-        if target_fit is None or self.model.draft_seconds(1, 1) is None:
+        if target_fit is None or not self._model_priced():
             return _likelier_than_not(a_m, self.max_draft), 0.0, 0.0
         a, b = target_fit
         base = sum(1 + expected_commits(a_l, len(dr)) for dr in lookup_drafts)
