@@ -184,12 +184,12 @@ class _Plan:
     lookup: list[int]  # lookup's draft
     gain_per_d: list[float]
     leads: list[str]
+    fed_per_d: list[int] = field(init=False)  # tokens the step feeds beyond lookup's draft when the model writes d
 
-    def extra_fed(self, d: int) -> int:
-        """Tokens the step feeds beyond lookup's draft when the model writes d."""
-        if self.leads[d] == MODEL:
-            return min(d, self.room) - len(self.lookup)
-        return min(d, self.room - len(self.lookup))
+    def __post_init__(self):
+        n = len(self.lookup)
+        self.fed_per_d = [min(d, self.room) - n if lead == MODEL else min(d, self.room - n)
+                          for d, lead in enumerate(self.leads)]
 
     @property
     def lead_tokens(self) -> int:
@@ -211,15 +211,16 @@ class HybridDrafting:
         proposals = [Proposal() for _ in seqs]
         plans: list[tuple[int, _Plan]] = []
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
+        e_model = [expected_commits(a_m, k) for k in range(self.max_draft + 1)]
         for i, (seq, draft, room) in enumerate(zip(seqs, lookup_drafts, rooms)):
             if room <= 0 or len(draft) >= room:
                 proposals[i].add(QUOTE, draft[:room])
                 continue
-            e_lookup, left = expected_commits(a_l, len(draft)), room - len(draft)
+            e_lookup, left, reach = expected_commits(a_l, len(draft)), room - len(draft), a_l ** len(draft)
             gains, leads = [0.0], [LOOKUP]
             for d in range(1, self.max_draft + 1):
-                model = expected_commits(a_m, min(d, room)) - e_lookup
-                fill = a_l ** len(draft) * expected_commits(a_m, min(d, left))
+                model = e_model[min(d, room)] - e_lookup
+                fill = reach * e_model[min(d, left)]
                 gains.append(max(model, fill))
                 leads.append(MODEL if model > fill else LOOKUP)
             plans.append((i, _Plan(seq, room, draft, gains, leads)))
@@ -382,13 +383,13 @@ class HybridDrafting:
         base_fed = sum(1 + len(dr) for dr in lookup_drafts)
         best, base_rate, priced = 0, base / (a + b * base_fed), 0.0
         best_rate = MIN_GAIN * base_rate
+        gains = [sum(column) for column in zip(*(p.gain_per_d for p in plans))]
+        fed = [sum(column) for column in zip(*(p.fed_per_d for p in plans))]
         for d in range(1, self.max_draft + 1):
-            gain = sum(p.gain_per_d[d] for p in plans)
-            extra_fed = sum(p.extra_fed(d) for p in plans)
             model_seconds = self.model.draft_seconds(d, len(plans)) + catch_up
-            seconds = a + b * (base_fed + extra_fed) + model_seconds
-            if (base + gain) / seconds > best_rate:
-                best, best_rate, priced = d, (base + gain) / seconds, model_seconds
+            seconds = a + b * (base_fed + fed[d]) + model_seconds
+            if (base + gains[d]) / seconds > best_rate:
+                best, best_rate, priced = d, (base + gains[d]) / seconds, model_seconds
         return best, (best_rate if best else base_rate), priced
 
     def reset(self) -> None:
