@@ -97,7 +97,7 @@ def main(argv=None) -> None:
             engine.reset_estimates()  # each mode learns its own step cost and acceptance
             r = run_level(engine, cases, n, drafter, k, args.max_tokens, args.rounds)
             key = f"{n}/{mode}"
-            results[key if key not in results else f"{key} #{sum(k.startswith(key) for k in results) + 1}"] = r
+            results[key if key not in results else f"{key} #{sum(name.startswith(key) for name in results) + 1}"] = r
             rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"], *model_cells(r)])
             print(rows[-1], flush=True)
         plain = results.get(f"{n}/plain", {}).get("tok_s")
