@@ -14,12 +14,13 @@ over at once (`_Inputs`), so a greedy verify step is one copy in, the graph, one
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from engine.kv_cache import slot_row
+from engine.kv_cache import fill_slot_tables
 from engine.models.transformer import AttentionMetadata
 
 WIDTH_STEP = 512
@@ -93,10 +94,9 @@ class _Inputs:
             rows = slice(i * Tq, (i + 1) * Tq)
             ids[rows], pos[rows], q_pos[i] = feed, p, p
             slots[rows] = table[p // bs] * bs + p % bs  # IndexError, not a stray write, past the table
-            row = slot_row(table, width, bs)
-            tables[i, : len(row)], tables[i, len(row) :] = row, 0
+        fill_slot_tables(tables, [seq.block_table for seq, _ in batch], bs)
         T = len(batch) * Tq
-        ids[T:], pos[T:], slots[T:], tables[len(batch) :], q_pos[len(batch) :] = 0, 0, self.scratch_slot, 0, 0
+        ids[T:], pos[T:], slots[T:], q_pos[len(batch) :] = 0, 0, self.scratch_slot, 0
 
     def copy(self, graph: _Graph) -> None:
         """Send the inputs `stage` laid out for `graph` to the device buffer, in one copy."""
@@ -108,10 +108,10 @@ class _Inputs:
 
 class DecodeChain:
     """Greedy decoding with each token fed back on the device: the draft model's n tokens for a
-    batch of B rows are one forward over their feeds (a `_Graph` or eager), then n - 1 `step`s of
+    batch of B rows are one forward over their feeds (a `_Graph` or eager), then n - 1 steps of
     one token per row whose inputs (the token just decoded, its position, its cache slot) are
-    computed on the GPU from the step before, then one read of the n tokens. Captured as a CUDA
-    graph of one step (`capture`), the n - 1 replays run back to back with no host round trip
+    computed on the GPU from the step before, then one read of the n tokens (`decode`). Captured as
+    a CUDA graph of one step (`capture`), the n - 1 replays run back to back with no host round trip
     between them: a 0.5B draft token on the H200 costs its GPU time (1.05-1.09 ms), not that plus
     the host's staging and read-back of a step (1.15-1.34 ms; bench/RESULTS.md, "Draft tokens fed
     back on the device").
@@ -123,8 +123,7 @@ class DecodeChain:
 
     def __init__(self, runner, B: int, width: int, max_tokens: int, scratch_slot: int):
         dev = runner.device
-        self.runner, self.B, self.width, self.max_tokens = runner, B, width, max_tokens
-        self.scratch_slot = scratch_slot
+        self.runner, self.B, self.width, self.scratch_slot = runner, B, width, scratch_slot
         cuda = dev.type == "cuda"
         size = 3 * B + B * width
         self.device_buf = torch.zeros(size, dtype=torch.long, device=dev)
@@ -136,6 +135,8 @@ class DecodeChain:
         self.meta = AttentionMetadata(slot_mapping=torch.zeros(B, dtype=torch.long, device=dev), slot_tables=tables,
                                       q_positions=torch.zeros(B, 1, dtype=torch.long, device=dev),
                                       query_lens=[1] * B, context_lens=[width] * B)
+        # The chained steps' GPU time, timed on the device (the host does not wait between them).
+        self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
         self.graph = None
 
     def _split(self, buf):
@@ -143,7 +144,7 @@ class DecodeChain:
         return buf[:B], buf[B : 2 * B], buf[2 * B : 3 * B], buf[3 * B :].reshape(B, self.width)
 
     def capture(self, pool, capture_stream) -> None:
-        """Capture `step` as a CUDA graph (a warm-up step first, writing to the scratch slot)."""
+        """Capture `_step` as a CUDA graph (a warm-up step first, writing to the scratch slot)."""
         self.device_buf.zero_()
         capture_stream.wait_stream(torch.cuda.current_stream(self.runner.device))
         with torch.cuda.stream(capture_stream):
@@ -160,21 +161,31 @@ class DecodeChain:
         n = len(starts)
         pos[:n] = np.asarray(starts) + np.asarray(lengths)
         pos[n:], active[:n], active[n:], last[:n], last[n:] = 0, 1, 0, last_rows, 0
-        bs = self.runner.kv.block_size
-        for i, table in enumerate(block_tables):
-            row = slot_row(np.asarray(table, dtype=np.int64), self.width, bs)
-            tables[i, : len(row)], tables[i, len(row) :] = row, 0
-        tables[n:] = 0
+        fill_slot_tables(tables, block_tables, self.runner.kv.block_size)
         # The host buffer is written again only after the chain's tokens were read, so after this copy.
         self.device_buf.copy_(self.host_buf, non_blocking=True)
 
-    def start(self, first_tokens: torch.Tensor) -> None:
-        """Take each row's first token from the first forward's greedy tokens (after `stage`)."""
+    def decode(self, first_tokens: torch.Tensor, n: int, rows: int) -> tuple[list[list[int]], float]:
+        """After `stage`: take each row's first token from the first forward's greedy tokens,
+        decode n - 1 more, fed back on the device, and read the first `rows` rows' n tokens back
+        at once; with the seconds each chained step took (GPU time on CUDA). n >= 2."""
         self.tokens.copy_(first_tokens.gather(0, self.last))
         self.history[:, 0] = self.tokens
         self.count.fill_(1)
+        if self.events:
+            self.events[0].record()
+        step = self.graph.replay if self.graph is not None else self._step
+        t = time.perf_counter()
+        for _ in range(n - 1):
+            step()
+        if self.events:
+            self.events[1].record()
+        out = self.history[:rows, :n].tolist()
+        seconds = self.events[0].elapsed_time(self.events[1]) / 1000 if self.events else time.perf_counter() - t
+        return out, seconds / (n - 1)
 
     def _step(self) -> None:
+        """Decode one token per row: its input the token, position and slot of the step before."""
         model, p = self.runner.model, self.positions
         slots = self.meta.slot_tables.gather(1, p[:, None]).squeeze(1)
         self.meta.slot_mapping.copy_(torch.where(self.active != 0, slots, self.scratch_slot))
@@ -185,13 +196,6 @@ class DecodeChain:
         self.tokens.copy_(token)
         p.add_(1)
         self.count.add_(1)
-
-    def step(self) -> None:
-        """Decode one token per row, fed back on the device."""
-        if self.graph is not None:
-            self.graph.replay()
-        else:
-            self._step()
 
 
 @dataclass

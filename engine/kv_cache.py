@@ -130,6 +130,16 @@ def slot_row(block_table, width: int, block_size: int) -> np.ndarray:
     return (table[:, None] * block_size + np.arange(block_size)).ravel()[:width]
 
 
+def fill_slot_tables(out: np.ndarray, block_tables, block_size: int) -> None:
+    """Write `out` [B, width] as the slot tables of `block_tables` (slot_row each), 0 past each
+    table's end and in the rows past them (masked, or idle rows)."""
+    width = out.shape[1]
+    for i, table in enumerate(block_tables):
+        row = slot_row(table, width, block_size)
+        out[i, : len(row)], out[i, len(row) :] = row, 0
+    out[len(block_tables) :] = 0
+
+
 class KVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
                  head_dim: int, dtype: torch.dtype, device, kv_dtype: str = "auto",
@@ -157,8 +167,6 @@ class KVCache:
 
     def slot_tables(self, block_tables: list[list[int]], width: int, device) -> torch.Tensor:
         """[B, width] slot of each position 0..width-1 (past a table's end: slot 0, masked anyway)."""
-        out = np.zeros((len(block_tables), width), dtype=np.int64)
-        for i, table in enumerate(block_tables):
-            row = slot_row(table, width, self.block_size)
-            out[i, : len(row)] = row
+        out = np.empty((len(block_tables), width), dtype=np.int64)
+        fill_slot_tables(out, block_tables, self.block_size)
         return torch.from_numpy(out).to(device)

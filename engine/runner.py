@@ -195,7 +195,8 @@ class ModelRunner:
         else:
             last = [keep[e - 1] if keep is not None else e - 1 for e in ends]
         if n == 1:
-            return [[t] for t in tokens[torch.tensor(last, device=tokens.device)].tolist()], 0.0
+            flat = tokens.tolist()
+            return [[flat[i]] for i in last], 0.0
         need = max(s + len(feed) for s, (_, feed) in zip(starts, batch)) + n - 1
         if self.graphs is not None:
             if n > self.graphs.verify_tokens:
@@ -204,19 +205,7 @@ class ModelRunner:
         else:
             chain = DecodeChain(self, len(batch), need, n, scratch_slot=0)  # no idle rows: never written
         chain.stage(starts, [len(feed) for _, feed in batch], last, [seq.block_table for seq, _ in batch])
-        chain.start(tokens)
-        cuda = self.device.type == "cuda"
-        if cuda:
-            began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            began.record()
-        t = time.perf_counter()
-        for _ in range(n - 1):
-            chain.step()
-        if cuda:
-            ended.record()
-        out = chain.history[: len(batch), :n].tolist()
-        seconds = began.elapsed_time(ended) / 1000 if cuda else time.perf_counter() - t
-        return out, seconds / (n - 1)
+        return chain.decode(tokens, n, len(batch))
 
     def _run(self, batch, starts: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor | None, list[int] | None]:
         """Hidden states and, from a CUDA graph, greedy tokens; `keep` lists the real rows when a
