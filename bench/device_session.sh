@@ -13,7 +13,8 @@
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
-# beside_old, hybrid_old (an older tree carried in .old/). bench/device_run.sh is the one-call form of the same.
+# beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_drafters60,
+# heads_concurrency. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -91,6 +92,18 @@ job() {
       --shape qwen2.5-coder-1.5b --beside qwen2.5-coder-0.5b --contexts 1024 4096) ;;
     hybrid_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
       $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid --workloads instruction rag chat) ;;
+    # The 1.5B's draft heads (engine/spec/heads.py), trained on the carried corpus (bench/heads_corpus.py,
+    # a part named corpus), then the drafters and the concurrency levels with them.
+    heads_train)
+      rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
+      $t 420 python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \
+        --max-seconds 240 && cp $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors $RES/ ;;
+    heads_drafters) $t 420 python3 -m bench.drafters --limit 8 --max-tokens 256 --draft-model heads \
+      --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads.json ;;
+    heads_drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply \
+      --draft-model heads --drafters lookup hybrid && cp $RES/drafters_cuda.json $RES/drafters60_heads.json ;;
+    heads_concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
+      --rounds 2 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
 }

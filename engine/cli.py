@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(sub)
     add_lsp_parser(sub)
     add_vllm_command_parser(sub)
+    add_train_heads_parser(sub)
     return parser
 
 
@@ -232,6 +233,38 @@ def add_lsp_parser(sub) -> None:
     p.add_argument("--log-file", default=None, help="write logs here (default: stderr)")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(func=cmd_lsp)
+
+
+def cmd_train_heads(args) -> int:
+    from engine.loader import registry
+    from engine.spec.heads_train import train_model_heads
+
+    try:
+        train_model_heads(args.model or registry.DEFAULT_MODEL, args.corpus, args.heads, args.steps, args.batch,
+                          args.seq_len, args.lr, args.out, args.device, log=console.print,
+                          max_seconds=args.max_seconds)
+    except (ValueError, FileNotFoundError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def add_train_heads_parser(sub) -> None:
+    p = sub.add_parser("train-heads", help="train a model's draft heads (the hybrid drafter's free draft; GPU advised)",
+                       description="Train draft heads (engine/spec/heads.py) for a model on its own predictions "
+                       "over a corpus of text files, and store them next to the model; "
+                       "EDITAPPLY_DRAFTER=hybrid EDITAPPLY_DRAFT_MODEL=heads then uses them.")
+    p.add_argument("--model", default=None, help="preset or HF folder (default: the registry default)")
+    p.add_argument("--corpus", nargs="+", required=True, help="text files or folders (source code and prose)")
+    p.add_argument("--heads", type=int, default=3, help="heads: tokens a step can draft (default 3)")
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--batch", type=int, default=16, help="chunks per step (default 16)")
+    p.add_argument("--seq-len", type=int, default=512, help="tokens per chunk (default 512)")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--max-seconds", type=float, default=0.0, help="shorten the run to fit this (0: no limit)")
+    p.add_argument("--out", default=None, help="write the heads here instead of next to the model")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_train_heads)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ import torch
 
 from engine.kv_cache import fill_slot_tables
 from engine.models.transformer import AttentionMetadata
+from engine.spec.heads import HEADS_MAX_ROWS
 
 WIDTH_STEP = 512
 
@@ -47,8 +48,12 @@ class _Graph:
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, pool=pool, stream=capture_stream):
             self.hidden = model(self.input_ids, self.positions, self.meta, layers)
-            # [B * Tq] greedy tokens: a greedy verify step needs nothing else from the GPU.
-            self.tokens = model.greedy_tokens(self.hidden, runner.vocab_limit)
+            # [B * Tq] greedy tokens: a greedy verify step needs nothing else from the GPU. With draft
+            # heads, in a step of few rows, [1 + n, B * Tq]: each row's greedy token, then every
+            # head's guess after it.
+            heads = model.heads is not None and B * Tq <= HEADS_MAX_ROWS
+            rows = model.greedy_rows(self.hidden, runner.vocab_limit, heads)
+            self.tokens = rows if heads else rows[0]
 
 
 class _Inputs:
@@ -278,15 +283,15 @@ class GraphRunner:
 
     def replay(self, staged: Staged) -> tuple[torch.Tensor, torch.Tensor, list[int] | None]:
         """Send `staged` over and replay its graph: hidden states [N, hidden] and greedy tokens [N]
-        of the replayed rows, and which of them are the batch's real (unpadded) rows, in order
-        (None: the first sum(len(feed)) rows)."""
+        ([1 + n, N] where n draft heads ran: ModelRunner.attach_heads) of the replayed rows, and which
+        of them are the batch's real (unpadded) rows, in order (None: the first sum(len(feed)) rows)."""
         if staged is not self._staged:
             raise RuntimeError("the graphs' input buffer holds another step's inputs now")
         self._staged = None
         graph = staged.graph
         self.inputs.copy(graph)
         graph.graph.replay()
-        return graph.hidden[: staged.rows], graph.tokens[: staged.rows], staged.keep
+        return graph.hidden[: staged.rows], graph.tokens[..., : staged.rows], staged.keep
 
     def run(self, batch, starts: list[int]) -> tuple[torch.Tensor, torch.Tensor, list[int] | None]:
         """`stage` then `replay`."""

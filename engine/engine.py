@@ -30,6 +30,7 @@ from engine.sampling import position_noise, target_probs
 from engine.sequence import Sequence
 from engine.loader.registry import PRESETS
 from engine.spec.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
+from engine.spec.heads import HEADS_MODEL, HeadsModel, heads_path, load_heads
 from engine.spec.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
 from engine.step_cost import StepCost
 from engine.tokenizer import IncrementalDecoder
@@ -121,8 +122,14 @@ class LLMEngine:
                                  "paired one, so set EDITAPPLY_DRAFT_MODEL (a preset or folder with its tokenizer)")
         if not name:
             return None
-        from engine.spec.draft_model import DraftModel
         from engine.spec.hybrid import HybridDrafting
+
+        if name == HEADS_MODEL:  # the target's own draft heads (engine/spec/heads.py)
+            mc = self.runner.model_config
+            heads, _ = load_heads(heads_path(self.runner.folder), mc.hidden_size, self.runner.dtype, self.runner.device)
+            self.runner.attach_heads(heads)
+            return HybridDrafting(HeadsModel(heads.num_heads), self.cfg.draft_tokens)
+        from engine.spec.draft_model import DraftModel
 
         model = DraftModel(self.cfg, name, self.tokenizer, self.runner.model_config.vocab_size)
         return HybridDrafting(model, self.cfg.draft_tokens)
@@ -132,7 +139,7 @@ class LLMEngine:
         """Capture the CUDA graphs these batch sizes need up to `max_context` tokens and compile
         the prefill's kernel variants (ModelRunner.warm_prefill), the draft model's too, with its
         DecodeChains (no-op on CPU). Returns how many graphs there are."""
-        runners = [self.runner] + ([self.hybrid.model.runner] if self.hybrid else [])
+        runners = [self.runner] + ([self.hybrid.model.runner] if self.hybrid and self.hybrid.model.runner else [])
         for r in runners:
             r.warm_prefill(max_context)
         return sum(r.graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len), chains=r is not self.runner)
@@ -249,6 +256,10 @@ class LLMEngine:
         rows, logits = self.runner.collect(flight.forward)
         t3 = time.perf_counter()
         accepted = self._accept(flight.plan, rows, logits)
+        if self.runner.model.heads is not None:  # the heads' guesses after each sequence's bonus token
+            guesses = flight.forward.head_rows  # None: a step too large to run the heads
+            for i, ((seq, _), new) in enumerate(zip(flight.plan.batch, accepted)):
+                seq.head_draft = list(guesses[i][len(new) - 1]) if guesses and new else []
         t4 = time.perf_counter()
         self.step_cost.observe(flight.plan.num_tokens, t4 - flight.t_launch)
         self.scheduler.postprocess(flight.plan, accepted, self._commit)

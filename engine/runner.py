@@ -23,6 +23,7 @@ from engine.loader.hf_folder import load_model
 from engine.loader.registry import model_context, resolve
 from engine.models.transformer import AttentionMetadata
 from engine.sequence import Sequence
+from engine.spec.heads import HEADS_MAX_ROWS
 from engine.tokenizer import Tokenizer
 from kernels.paged_attention import resolve_impl
 
@@ -63,6 +64,14 @@ class ModelRunner:
         # int4 hands out its full-precision window on the host at each write, which a graph cannot replay.
         if self.device.type == "cuda" and not cfg.enforce_eager and cfg.kv_dtype != "int4":
             self.graphs = GraphRunner(self)
+
+    def attach_heads(self, heads) -> None:
+        """Run the target's draft heads (engine/spec/heads.py) in every verify step of at most
+        HEADS_MAX_ROWS rows: its greedy tokens come with the heads' guesses (`collect` hands them
+        out per row). Before any CUDA graph is captured, since graphs capture them."""
+        if self.graphs is not None and (self.graphs.graphs or self.graphs.chains):
+            raise RuntimeError("attach draft heads before any CUDA graph is captured")
+        self.model.heads = heads
 
     def _window_blocks(self) -> int:
         """int4's full-precision pool (engine/kv_int4.py): every block a step can write (a full prompt
@@ -127,6 +136,22 @@ class ModelRunner:
             self.kv.allocator.release(blocks)
 
     @torch.inference_mode()
+    def prefill_hidden(self, feeds: list[list[int]]) -> torch.Tensor:
+        """Final hidden states [sum(len(feed)), hidden] of fresh sequences, each fed from position 0,
+        in one eager forward; their K/V go to scratch blocks given back after (what training the
+        draft heads reads, engine/spec/heads_train.py). An inference tensor: clone it for autograd."""
+        tables = []
+        try:
+            for feed in feeds:
+                tables.append(self.kv.allocator.allocate(self.kv.blocks_for(len(feed))))
+            batch = [(SimpleNamespace(block_table=t, num_cached=0, needs_prefill=True), f) for t, f in zip(tables, feeds)]
+            ids, positions, meta = self.prepare(batch, [0] * len(batch))
+            return self.model(ids, positions, meta, self.kv.layers)
+        finally:
+            for t in tables:
+                self.kv.allocator.release(t)
+
+    @torch.inference_mode()
     def forward(self, batch: list[tuple[Sequence, list[int]]], logits: bool) -> torch.Tensor | None:
         """Run the model over `batch`, writing K/V; logits [sum(len(feed)), vocab] fp32 if asked."""
         hidden, _, keep = self._run(batch)
@@ -163,6 +188,8 @@ class ModelRunner:
             hidden, keep = _rows(hidden, keep), None
             out = self.model.compute_logits(hidden)  # [T, V]
             tokens = self.model.greedy_from_logits(out, self.vocab_limit)
+            if self.model.heads is not None and len(hidden) <= HEADS_MAX_ROWS:
+                tokens = torch.cat([tokens[None], self.model.head_tokens(hidden, self.vocab_limit)])
         return Flight(batch, tokens, keep, out)
 
     def collect(self, flight: Flight, last_only: bool = False) -> tuple[list[list[int]], torch.Tensor | None]:
@@ -170,12 +197,19 @@ class ModelRunner:
         t = time.perf_counter()
         flat = flight.tokens.tolist()  # the step's one device-to-host copy
         self.wait_seconds += time.perf_counter() - t
+        guesses = None
+        if flight.tokens.dim() == 2:  # draft heads: each row's greedy token, then the heads' guesses
+            flat, guesses = flat[0], list(zip(*flat[1:]))
         if flight.keep is not None:
             flat = [flat[i] for i in flight.keep]
+            guesses = guesses and [guesses[i] for i in flight.keep]
         rows, start = [], 0
+        flight.head_rows = [] if guesses is not None else None
         for _, feed in flight.batch:
             start += len(feed)
             rows.append(flat[start - 1 : start] if last_only else flat[start - len(feed) : start])
+            if guesses is not None:
+                flight.head_rows.append(guesses[start - len(feed) : start])
         return rows, flight.logits
 
     @torch.inference_mode()
@@ -220,13 +254,15 @@ class ModelRunner:
 @dataclass
 class Flight:
     """A forward launched and not yet read back (`ModelRunner.launch`, then `collect`): its
-    batch, the greedy tokens of its rows on the device, the real rows among them when a graph
-    padded it (None: all), and the fp32 logits when asked."""
+    batch, the greedy tokens of its rows on the device (and the draft heads' guesses), the real
+    rows among them when a graph padded it (None: all), and the fp32 logits when asked."""
 
     batch: list[tuple[Sequence, list[int]]]
-    tokens: torch.Tensor
+    tokens: torch.Tensor  # [rows], or [1 + n, rows] with n draft heads
     keep: list[int] | None
     logits: torch.Tensor | None
+    # After `collect`, with draft heads: per sequence, per fed row, the heads' n guesses after it.
+    head_rows: list[list[tuple[int, ...]]] | None = None
 
 
 def _rows(x: torch.Tensor, keep: list[int] | None) -> torch.Tensor:

@@ -71,7 +71,7 @@ class Scheduler:
         self.step_cost = step_cost or StepCost()
         self.hybrid = hybrid  # engine/spec/hybrid.py's HybridDrafting, or None without a draft model
         # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead).
-        self.draft_ahead = hybrid is not None and cfg.draft_ahead
+        self.draft_ahead = hybrid is not None and hybrid.model.runner is not None and cfg.draft_ahead
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0

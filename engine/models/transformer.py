@@ -126,6 +126,7 @@ class CausalLM(nn.Module):
             cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, max_positions or cfg.max_position_embeddings
         )
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.heads = None  # engine/spec/heads.py DraftHeads, when the target drafts its own tokens
 
     def set_kernel_impl(self, impl: str) -> None:
         """"ref" or "triton" (kernels/paged_attention.resolve_impl) for the attention and the fused
@@ -158,6 +159,21 @@ class CausalLM(nn.Module):
         """[N, hidden] -> [N] argmax token ids, from logits in the model dtype (the same argmax as
         compute_logits': the fp32 copy is exact). Capturable in a CUDA graph."""
         return self.greedy_from_logits(self._logits(hidden), vocab_limit)
+
+    def greedy_rows(self, hidden: torch.Tensor, vocab_limit: int | None = None, heads: bool = True) -> torch.Tensor:
+        """[N, hidden] -> [1 + n, N]: the greedy token of every row, then with n draft heads (and
+        `heads`) each head's guess for every row (engine/spec/heads.py). The heads' rows join the
+        lm_head GEMM, whose cost at a few dozen rows is reading the weight once. Capturable in a
+        CUDA graph."""
+        if self.heads is None or not heads:
+            return self.greedy_tokens(hidden, vocab_limit)[None]
+        rows = torch.cat([hidden[None], self.heads(hidden)]).reshape(-1, hidden.shape[-1])
+        return self.greedy_from_logits(self._logits(rows), vocab_limit).view(1 + self.heads.num_heads, -1)
+
+    def head_tokens(self, hidden: torch.Tensor, vocab_limit: int | None = None) -> torch.Tensor:
+        """[N, hidden] -> [n, N]: each draft head's guess for every row."""
+        rows = self.heads(hidden).reshape(-1, hidden.shape[-1])
+        return self.greedy_from_logits(self._logits(rows), vocab_limit).view(self.heads.num_heads, -1)
 
     @staticmethod
     def greedy_from_logits(logits: torch.Tensor, vocab_limit: int | None = None) -> torch.Tensor:

@@ -90,6 +90,9 @@ class DraftSequence:
 class DraftModel:
     """The draft model and its per-sequence caches; see the module docstring."""
 
+    continues_lead = True  # it can continue another drafter's tokens (it is fed them first)
+    max_tokens = None  # most tokens it can write a step: any (HybridDrafting's D bounds them)
+
     def __init__(self, cfg: EngineConfig, name: str, target_tokenizer, target_vocab: int):
         # Its own cache for as many sequences as the target runs; int4 has no graphs, so the
         # draft keeps a plain cache of the model's dtype.

@@ -199,8 +199,8 @@ class _Plan:
 
 class HybridDrafting:
     def __init__(self, model: DraftModel, draft_tokens: int = 0):
-        self.model = model
-        self.max_draft = draft_tokens or DEFAULT_DRAFT_TOKENS
+        self.model = model  # a DraftModel, or the target's draft heads (engine/spec/heads.py HeadsModel)
+        self.max_draft = min(draft_tokens or DEFAULT_DRAFT_TOKENS, model.max_tokens or DEFAULT_DRAFT_TOKENS)
         self.reset()
 
     def propose(self, seqs, lookup_drafts: list[list[int]], rooms: list[int],
@@ -220,7 +220,7 @@ class HybridDrafting:
             gains, leads = [0.0], [LOOKUP]
             for d in range(1, self.max_draft + 1):
                 model = e_model[min(d, room)] - e_lookup
-                fill = reach * e_model[min(d, left)]
+                fill = reach * e_model[min(d, left)] if self.model.continues_lead else 0.0
                 gains.append(max(model, fill))
                 leads.append(MODEL if model > fill else LOOKUP)
             plans.append((i, _Plan(seq, room, draft, gains, leads)))

@@ -26,3 +26,39 @@ def test_chained_tokens_equal_eager_steps(tiny_model, rows):
         assert chained == decode_both_ways(eager, prompts, feeds, n, chained=False)
     if DEVICE == "cuda":
         assert graphs.graphs.chains  # the chain's step ran as a graph
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_draft_heads_in_the_captured_step_equal_eager_ones(tiny_model, rows):
+    """The target's draft heads (engine/spec/heads.py) run inside the captured verify step: the
+    graph's greedy tokens and the heads' guesses, read back once per step, equal an eager
+    forward's (greedy tokens from the logits, the heads' from `CausalLM.head_tokens`), padded
+    and idle rows left out. On the CPU both runners are eager."""
+    from engine.spec.heads import DraftHeads
+    from types import SimpleNamespace
+
+    cfg = dict(model=str(tiny_model), device=DEVICE, dtype="float32", max_model_len=256, max_num_seqs=4)
+    graphs, eager = ModelRunner(EngineConfig(**cfg)), ModelRunner(EngineConfig(**cfg, enforce_eager=True))
+    torch.manual_seed(1)
+    heads = DraftHeads(64, 3)
+    torch.nn.init.normal_(heads.weight, std=0.3)
+    out = []
+    for runner in (graphs, eager):
+        runner.attach_heads(DraftHeads(64, 3).to(DEVICE).requires_grad_(False))
+        runner.model.heads.load_state_dict(heads.state_dict())
+        batch = []
+        for r in range(rows):
+            prompt = [(5 * i + r) % 200 + 1 for i in range(20 + 7 * r)]
+            seq = SimpleNamespace(block_table=runner.kv.allocator.allocate(runner.kv.blocks_for(len(prompt) + 16)),
+                                  num_cached=0, needs_prefill=True)
+            runner.forward([(seq, prompt)], logits=False)
+            seq.num_cached, seq.needs_prefill = len(prompt), False
+            batch.append((seq, [3, 4, 5, 6][: 2 + r]))  # feeds shorter than K: padded rows in the graph
+        flight = runner.launch(batch)
+        rows_out, _ = runner.collect(flight)
+        out.append((rows_out, flight.head_rows))
+    assert out[0] == out[1]
+    assert all(len(guesses) == len(feed) and all(len(g) == 3 for g in guesses)
+               for guesses, (_, feed) in zip(out[0][1], batch))
+    if DEVICE == "cuda":
+        assert graphs.graphs.graphs  # the step ran as a graph
