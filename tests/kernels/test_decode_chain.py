@@ -29,7 +29,7 @@ def test_chained_tokens_equal_eager_steps(tiny_model, rows):
 
 
 @pytest.mark.parametrize("rows", [1, 3])
-def test_draft_heads_in_the_captured_step_equal_eager_ones(tiny_model, rows):
+def test_draft_heads_in_the_graph_equal_eager_ones(tiny_model, rows):
     """The target's draft heads (engine/spec/heads.py) run inside the captured verify step: the
     graph's greedy tokens and the heads' guesses, read back once per step, equal an eager
     forward's (greedy tokens from the logits, the heads' from `CausalLM.head_tokens`), padded
