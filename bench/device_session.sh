@@ -13,7 +13,7 @@
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
-# beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_drafters60,
+# beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -97,9 +97,12 @@ job() {
     heads_train)
       rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
       $t 420 python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \
-        --max-seconds 240 && cp $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors $RES/ ;;
+        --max-seconds ${HEADS_SECONDS:-240} && cp $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors $RES/ ;;
     heads_drafters) $t 420 python3 -m bench.drafters --limit 8 --max-tokens 256 --draft-model heads \
       --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads.json ;;
+    # Lookup and the hybrid with the heads, verify blocks of <= 4 replaying K=16 graphs (no short block).
+    heads_noshort) EDITAPPLY_SHORT_BLOCK=0 $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --draft-model heads \
+      --drafters lookup hybrid && cp $RES/drafters_cuda.json $RES/drafters_heads_noshort.json ;;
     heads_drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply \
       --draft-model heads --drafters lookup hybrid && cp $RES/drafters_cuda.json $RES/drafters60_heads.json ;;
     heads_concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \

@@ -55,6 +55,10 @@ class EngineConfig:
     # Both give exactly the target's distribution.
     sampled_verify: str = "coupled"
     enforce_eager: bool = False  # no CUDA graphs
+    # Verify blocks of at most this many positions replay a CUDA graph of that size instead of K
+    # (engine/cuda_graphs.py): short drafts (the draft heads' few tokens, lookup's short ones) then
+    # cost about a decode step, not a whole K-block. 0 = graphs of 1 and K positions only.
+    short_block: int = 4
     # Plan the next verify step while this one runs, betting that every draft is accepted, and
     # launch it at once when the bet holds (engine/scheduler.py, Scheduler.plan_ahead).
     plan_ahead: bool = True
@@ -84,6 +88,8 @@ class EngineConfig:
             raise ValueError(f"vllm_url must be an http:// or https:// URL, got {self.vllm_url!r}")
         if self.drafter not in DRAFTER_KINDS:
             raise ValueError(f"drafter must be one of {DRAFTER_KINDS}, got {self.drafter!r}")
+        if self.short_block < 0:
+            raise ValueError(f"short_block must be >= 0 (0 = off), got {self.short_block}")
         if not 0 <= self.draft_tokens < 64:
             raise ValueError(f"draft_tokens must be in [0, 63] (0 = the default), got {self.draft_tokens}")
         if not 1 <= self.verify_tokens <= 64:

@@ -3,9 +3,9 @@
 On the GPU a small model's step is dominated by kernel launches (hundreds per step), so verify and
 decode steps replay a captured graph. A graph is shape-static, so a step is padded to a fixed
 shape: B sequences (the batch rounded up to a power of two; idle rows write to a scratch slot),
-each fed exactly `Tq` tokens (Tq = 1 for plain decode, K for verify blocks; a
-shorter draft is padded with copies of its last token, whose K/V land in rejected-tail positions
-that are overwritten later anyway), and a slot-table width rounded up to a multiple of
+each fed exactly `Tq` tokens (Tq = 1 for plain decode, a short block (EngineConfig.short_block) for
+short drafts, K for longer verify blocks; a shorter feed is padded with copies of its last token,
+whose K/V land in rejected-tail positions that are overwritten later anyway), and a slot-table width rounded up to a multiple of
 WIDTH_STEP (attention reads the whole width, so coarser buckets cost real time). One graph
 per (B, Tq, width) is captured lazily on first use and shares one memory pool with the others,
 and one input buffer: a replay stages the step's inputs in pinned host memory and copies them
@@ -218,6 +218,10 @@ class GraphRunner:
         self.runner = runner
         self.max_batch = 1 << (runner.cfg.max_num_seqs - 1).bit_length()
         self.verify_tokens = runner.cfg.verify_tokens
+        # Positions per sequence a graph is captured for: 1 (decode), a short block for short
+        # drafts (EngineConfig.short_block), K; a step replays the smallest that holds its feeds.
+        self.block_sizes = sorted({1, self.verify_tokens} | ({min(runner.cfg.short_block, self.verify_tokens)}
+                                                              if runner.cfg.short_block else set()))
         self.graphs: dict[tuple[int, int, int], _Graph] = {}
         self.pool = torch.cuda.graph_pool_handle()
         # Each runner captures on its own stream. cuBLAS keeps a workspace per stream, and a graph
@@ -250,7 +254,7 @@ class GraphRunner:
         widths = range(WIDTH_STEP, -(-(max_context + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP + 1, WIDTH_STEP)
         for b in sorted({1 << (n - 1).bit_length() for n in batch_sizes if n <= self.max_batch}):
             for width in widths:
-                for tq in sorted({1, self.verify_tokens}):
+                for tq in self.block_sizes:
                     if (b, tq, width) not in self.graphs:
                         self.graphs[(b, tq, width)] = _Graph(self.runner, b, tq, width, self.pool, self.inputs, self.capture_stream)
                 if chains:
@@ -266,7 +270,8 @@ class GraphRunner:
     def stage(self, batch, starts: list[int]) -> Staged:
         """Pad `batch` to its graph's shape (capturing the graph on first use) and lay its inputs
         out, each feed at positions from its `starts` entry; `replay` runs it."""
-        Tq = 1 if all(len(f) == 1 for _, f in batch) else self.verify_tokens
+        longest = max(len(f) for _, f in batch)
+        Tq = next(t for t in self.block_sizes if t >= longest)
         padded = [(seq, feed + [feed[-1]] * (Tq - len(feed))) for seq, feed in batch]
         need = max(start + Tq for start in starts)
         width = -(-need // WIDTH_STEP) * WIDTH_STEP

@@ -310,6 +310,7 @@ def stub_model(catch_up=lambda: 0.0, lag=None, **fields):
 
     fields = {"catch_up_seconds": lambda jobs: catch_up(), **fields}
     model = SimpleNamespace(cost=None, chain_cost=StepCost(), reset_costs=lambda: None,
+                            continues_lead=DraftModel.continues_lead, max_tokens=DraftModel.max_tokens,
                             lag=lag or (lambda seq, lead: 1 if catch_up() else 0), **fields)
     model.draft_seconds = lambda d, rows: DraftModel.draft_seconds(model, d, rows)
     return model
