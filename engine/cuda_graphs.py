@@ -5,8 +5,9 @@ decode steps replay a captured graph. A graph is shape-static, so a step is padd
 shape: B sequences (the batch rounded up to a power of two; idle rows write to a scratch slot),
 each fed exactly `Tq` tokens (Tq = 1 for plain decode, a short block (EngineConfig.short_block) for
 short drafts, K for longer verify blocks; a shorter feed is padded with copies of its last token,
-whose K/V land in rejected-tail positions that are overwritten later anyway), and a slot-table width rounded up to a multiple of
-WIDTH_STEP (attention reads the whole width, so coarser buckets cost real time). One graph
+whose K/V land in rejected-tail positions that are overwritten later anyway), and a slot-table
+width rounded up to a multiple of WIDTH_STEP (attention reads the whole width, so coarser buckets
+cost real time). One graph
 per (B, Tq, width) is captured lazily on first use and shares one memory pool with the others,
 and one input buffer: a replay stages the step's inputs in pinned host memory and copies them
 over at once (`_Inputs`), so a greedy verify step is one copy in, the graph, one copy out.

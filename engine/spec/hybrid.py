@@ -57,6 +57,13 @@ drafted ahead the same way. Off by default: on the H200 the 0.5B's forwards besi
 step hid about half of it and slowed it, and RAG and chat answers came out 21-30% slower than
 without (bench/RESULTS.md).
 
+**The target's own draft heads** (`EDITAPPLY_DRAFT_MODEL=heads`, engine/spec/heads.py) can take
+the draft model's place: they run inside the target's verify step and leave each sequence n
+guesses of the tokens after its bonus token, so they are always in sync and cost nothing to ask
+(`HeadsModel`: no catch-up, no price), but they cannot continue lookup's lead (they guess from
+the last verified row only): where lookup does not quote, the heads' d <= n tokens lead and lookup
+fills after them.
+
 Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
 Verification is unchanged: a drafted token is only a proposal, so outputs are exactly those of
 plain decoding (greedy) or of the target's distribution (sampled).
@@ -200,7 +207,9 @@ class _Plan:
 class HybridDrafting:
     def __init__(self, model: DraftModel, draft_tokens: int = 0):
         self.model = model  # a DraftModel, or the target's draft heads (engine/spec/heads.py HeadsModel)
-        self.max_draft = min(draft_tokens or DEFAULT_DRAFT_TOKENS, model.max_tokens or DEFAULT_DRAFT_TOKENS)
+        self.max_draft = draft_tokens or DEFAULT_DRAFT_TOKENS
+        if model.max_tokens:  # the heads guess as many tokens as they are heads
+            self.max_draft = min(self.max_draft, model.max_tokens)
         self.reset()
 
     def propose(self, seqs, lookup_drafts: list[list[int]], rooms: list[int],
