@@ -1,4 +1,4 @@
-"""The `editapply` command line: models, pull, generate, apply, serve, lsp.
+"""The `editapply` command line: models, pull, generate, apply, serve, lsp, vllm-command, train-heads.
 
 Exit codes: 0 success, 1 the job ran but its result failed a check (or a write was refused),
 2 bad input or usage (with a one-line reason on stderr).
@@ -243,8 +243,8 @@ def cmd_train_heads(args) -> int:
         train_model_heads(args.model or registry.DEFAULT_MODEL, args.corpus, args.heads, args.steps, args.batch,
                           args.seq_len, args.lr, args.out, args.device, log=console.print,
                           max_seconds=args.max_seconds)
-    except (ValueError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {e}")
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"editapply: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_OK
 

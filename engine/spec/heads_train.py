@@ -205,6 +205,11 @@ def train_model_heads(model: str, corpus: list[str], num_heads: int = 3, steps: 
     from engine.runner import ModelRunner
     from engine.spec.heads import heads_path, save_heads
 
+    if num_heads < 1 or steps < 1 or batch < 1 or lr <= 0 or max_seconds < 0:
+        raise ValueError(f"need heads, steps, batch >= 1, lr > 0, max_seconds >= 0; got {num_heads}, {steps}, "
+                         f"{batch}, {lr}, {max_seconds}")
+    if seq_len <= 2 * num_heads:
+        raise ValueError(f"seq_len must exceed twice the heads ({2 * num_heads}), got {seq_len}")
     texts = read_corpus(corpus)
     if not texts:
         raise ValueError(f"no text files ({', '.join(TEXT_SUFFIXES)}) under {', '.join(map(str, corpus))}")

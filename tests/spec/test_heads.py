@@ -143,3 +143,17 @@ def test_heads_are_needed_before_they_are_used(ci_model_dir):
     """A model without trained heads: a clear error that says how to get them."""
     with pytest.raises(ValueError, match="editapply train-heads"):
         LLMEngine(EngineConfig(model=str(ci_model_dir), draft_model="heads", drafter="hybrid", max_model_len=1024))
+
+
+def test_train_heads_command_refuses_a_bad_corpus(tmp_path, ci_model_dir):
+    """`editapply train-heads`: a corpus that does not exist, or holds no text file, is exit 2 with
+    a one-line reason, before any model loads; nothing is written next to the model."""
+    import subprocess
+    import sys
+
+    (tmp_path / "blob.bin").write_bytes(b"\0\1")
+    for corpus, reason in ((tmp_path / "missing", "does not exist"), (tmp_path, "no text files")):
+        r = subprocess.run([sys.executable, "-m", "engine.cli", "train-heads", "--model", str(ci_model_dir),
+                            "--corpus", str(corpus), "--device", "cpu"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.startswith("editapply: ") and reason in r.stderr, r.stderr
+    assert not (ci_model_dir / HEADS_FILE).exists()
