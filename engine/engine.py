@@ -126,7 +126,8 @@ class LLMEngine:
 
         if name == HEADS_MODEL:  # the target's own draft heads (engine/spec/heads.py)
             mc = self.runner.model_config
-            heads, _ = load_heads(heads_path(self.runner.folder), mc.hidden_size, self.runner.dtype, self.runner.device)
+            heads, _ = load_heads(heads_path(self.runner.folder), mc.hidden_size, self.runner.dtype,
+                                  self.runner.device)
             self.runner.attach_heads(heads)
             return HybridDrafting(HeadsModel(heads.num_heads), self.cfg.draft_tokens)
         from engine.spec.draft_model import DraftModel
@@ -139,7 +140,8 @@ class LLMEngine:
         """Capture the CUDA graphs these batch sizes need up to `max_context` tokens and compile
         the prefill's kernel variants (ModelRunner.warm_prefill), the draft model's too, with its
         DecodeChains (no-op on CPU). Returns how many graphs there are."""
-        runners = [self.runner] + ([self.hybrid.model.runner] if self.hybrid and self.hybrid.model.runner else [])
+        draft = self.hybrid.model.runner if self.hybrid else None  # None for the target's own heads
+        runners = [self.runner] + ([draft] if draft else [])
         for r in runners:
             r.warm_prefill(max_context)
         return sum(r.graphs.capture(list(batch_sizes), min(max_context, self.cfg.max_model_len), chains=r is not self.runner)

@@ -144,7 +144,8 @@ class ModelRunner:
         try:
             for feed in feeds:
                 tables.append(self.kv.allocator.allocate(self.kv.blocks_for(len(feed))))
-            batch = [(SimpleNamespace(block_table=t, num_cached=0, needs_prefill=True), f) for t, f in zip(tables, feeds)]
+            batch = [(SimpleNamespace(block_table=t, num_cached=0, needs_prefill=True), f)
+                     for t, f in zip(tables, feeds)]
             ids, positions, meta = self.prepare(batch, [0] * len(batch))
             return self.model(ids, positions, meta, self.kv.layers)
         finally:

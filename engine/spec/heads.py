@@ -11,8 +11,8 @@ last accepted draft gives the next step's draft (`Sequence.head_draft`). Exactne
 on them: their tokens are a draft like any other.
 
 Heads are trained per target model on its own predictions over a text corpus
-(engine/spec/heads_train.py, `editapply train-heads MODEL`; a GPU run of minutes) and stored next
-to the model (HEADS_FILE). `EDITAPPLY_DRAFT_MODEL=heads` makes them the hybrid drafter's model
+(engine/spec/heads_train.py, `editapply train-heads --model MODEL`; a GPU run of minutes) and
+stored next to the model (HEADS_FILE). `EDITAPPLY_DRAFT_MODEL=heads` makes them the hybrid drafter's model
 (engine/spec/hybrid.py through `HeadsModel`): lookup leads where it quotes, the heads where it
 does not, lookup filling after their tokens.
 """
@@ -85,7 +85,8 @@ def load_heads(path: Path, hidden_size: int, dtype: torch.dtype, device) -> tupl
 
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"no draft heads at {path}: train them first (editapply train-heads MODEL, on a GPU)")
+        raise ValueError(f"no draft heads at {path}: train them first "
+                         "(editapply train-heads --model MODEL --corpus DIR, on a GPU)")
     with safe_open(str(path), framework="pt") as f:
         weight, bias = f.get_tensor("weight"), f.get_tensor("bias")
         info = json.loads((f.metadata() or {}).get("info", "{}"))

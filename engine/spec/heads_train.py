@@ -11,9 +11,9 @@ the corpus's tokens, since verification accepts exactly what the target would wr
 A held-out slice of the chunks (`holdout`) is scored before and after: each head's top-1
 agreement with its label, and the mean number of leading heads that all agree (the heads' tokens
 accepted per step were the target to write the held-out text itself). On the H200 the 1.5B
-trains on ~40k tokens a second; bench/RESULTS.md has a run's figures.
+trains on ~60k tokens a second (batches of 16 x 512); bench/RESULTS.md has two runs.
 
-    editapply train-heads MODEL --corpus DIR_OR_FILE... [--heads 3] [--steps 600]
+    editapply train-heads --model MODEL --corpus DIR_OR_FILE... [--heads 3] [--steps 600]
 """
 
 from __future__ import annotations
