@@ -53,8 +53,12 @@ class DraftHeads(nn.Module):
     def num_heads(self) -> int:
         return self.weight.shape[0]
 
+    def head_state(self, k: int, hidden: torch.Tensor) -> torch.Tensor:
+        """[N, H] -> [N, H]: head k's (0-based) state for every row (what training runs head by head)."""
+        return hidden + F.silu(hidden @ self.weight[k].t() + self.bias[k])
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """[N, H] -> [n, N, H]: every head's state for every row."""
+        """[N, H] -> [n, N, H]: every head's state for every row (head_state's, all heads in one GEMM)."""
         h = hidden.unsqueeze(0)
         return h + F.silu(torch.baddbmm(self.bias.unsqueeze(1), h.expand(self.num_heads, -1, -1),
                                         self.weight.transpose(1, 2)))

@@ -113,9 +113,7 @@ def target_states(runner, chunks: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 
 def _head_logits(heads: DraftHeads, k: int, hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Head k's (0-based) logits for hidden rows [N, H], through the frozen lm_head weight."""
-    h = hidden.float()
-    out = h + F.silu(h @ heads.weight[k].t() + heads.bias[k])
-    return out.to(weight.dtype) @ weight.t()
+    return heads.head_state(k, hidden.float()).to(weight.dtype) @ weight.t()
 
 
 @torch.no_grad()

@@ -70,8 +70,13 @@ def test_corpus_reading_and_chunks(tmp_path, ci_model_dir):
 
 
 def test_saved_heads_load_and_wrong_ones_are_refused(tmp_path):
+    """Also: the batched forward (all heads in one GEMM, as the verify step runs them) is each
+    head's state as training computes it, head by head."""
     heads = DraftHeads(8, 2)
     torch.nn.init.normal_(heads.weight)
+    torch.nn.init.normal_(heads.bias)
+    x = torch.randn(5, 8)
+    assert torch.allclose(heads(x), torch.stack([heads.head_state(k, x) for k in range(2)]), atol=1e-5)
     save_heads(heads, tmp_path / "h.safetensors", {"model": "m"})
     loaded, info = load_heads(tmp_path / "h.safetensors", 8, torch.float32, "cpu")
     assert torch.equal(loaded.weight, heads.weight) and info == {"model": "m"}
