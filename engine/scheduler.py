@@ -70,7 +70,8 @@ class Scheduler:
         self.adaptive_drafts = cfg.adaptive_drafts
         self.step_cost = step_cost or StepCost()
         self.hybrid = hybrid  # engine/spec/hybrid.py's HybridDrafting, or None without a draft model
-        # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead).
+        # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead); the
+        # target's own heads (no runner of their own) already run inside its step.
         self.draft_ahead = hybrid is not None and hybrid.model.runner is not None and cfg.draft_ahead
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
