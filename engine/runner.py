@@ -203,7 +203,8 @@ class ModelRunner:
             flat, guesses = flat[0], list(zip(*flat[1:]))
         if flight.keep is not None:
             flat = [flat[i] for i in flight.keep]
-            guesses = guesses and [guesses[i] for i in flight.keep]
+            if guesses is not None:
+                guesses = [guesses[i] for i in flight.keep]
         rows, start = [], 0
         flight.head_rows = [] if guesses is not None else None
         for _, feed in flight.batch:

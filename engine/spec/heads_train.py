@@ -150,17 +150,13 @@ def train_heads(runner, chunks: torch.Tensor, num_heads: int = 3, steps: int = 6
     heads = DraftHeads(model.config.hidden_size, num_heads).to(runner.device)  # fp32 master weights
     before = score(runner, heads, held, batch) if holdout else HeadScores([], 0.0)
     opt = torch.optim.AdamW(heads.parameters(), lr=lr, weight_decay=0.0)
-    plan = {"steps": steps}  # the schedule reads the run's length, which max_seconds may shorten
-
-    def rate(s: int) -> float:
-        n = plan["steps"]
-        return min(1.0, (s + 1) / max(1, n // 20)) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, n) / n)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, rate)
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))
     losses, window, t0 = [], [], time.perf_counter()
     step = 0
-    while step < plan["steps"]:
+    while step < steps:  # max_seconds may shorten `steps` after the first steps
+        for group in opt.param_groups:  # linear warm-up over 5% of the run, then cosine down to 10%
+            warm = min(1.0, (step + 1) / max(1, steps // 20))
+            group["lr"] = lr * warm * (0.55 + 0.45 * math.cos(math.pi * step / steps))
         idx = order[torch.arange(step * batch, (step + 1) * batch) % len(train)]
         hidden, greedy = target_states(runner, train[idx])
         L, H = hidden.shape[1], hidden.shape[2]
@@ -173,19 +169,17 @@ def train_heads(runner, chunks: torch.Tensor, num_heads: int = 3, steps: int = 6
             loss.backward()
             total += loss.item()
         opt.step()
-        sched.step()
         window.append(total)
         step += 1
         if max_seconds and step == 3:
-            fit = max(step, min(steps, int(max_seconds / ((time.perf_counter() - t0) / step))))
+            fit = max(step, int(max_seconds / ((time.perf_counter() - t0) / step)))
             if fit < steps:
-                plan["steps"] = fit
-                log(f"{plan['steps']} steps fit in {max_seconds:.0f} s")
-        if step % max(1, plan["steps"] // 10) == 0 or step == plan["steps"]:
+                steps = fit
+                log(f"{steps} steps fit in {max_seconds:.0f} s")
+        if step % max(1, steps // 10) == 0 or step == steps:
             losses.append(round(sum(window) / len(window), 4))
             window = []
-            log(f"step {step}/{plan['steps']}: loss {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)")
-    steps = plan["steps"]
+            log(f"step {step}/{steps}: loss {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)")
     seconds = time.perf_counter() - t0
     after = score(runner, heads, held, batch) if holdout else HeadScores([], 0.0)
     report = TrainReport(model=name, heads=num_heads, steps=steps, tokens=steps * batch * chunks.shape[1],

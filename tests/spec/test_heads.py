@@ -18,7 +18,7 @@ from engine.spec.heads import HEADS_FILE, DraftHeads, load_heads, save_heads
 from engine.spec.heads_train import chunk_tokens, read_corpus, train_model_heads
 from engine.spec.hybrid import MODEL, Acceptance
 from engine.types import Request, SamplingParams
-from tests.spec.test_hybrid import CHAT, apply_case, generate
+from tests.spec.test_hybrid import CHAT, apply_case, generate, run_mixed_batch
 
 
 @pytest.fixture(scope="module")
@@ -124,19 +124,9 @@ def test_sampled_output_is_the_same_text_with_the_heads(engine):
 def test_concurrent_requests_with_and_without_the_heads(engine):
     """One batch of three requests (hybrid, lookup, draft): each its plain output; the heads'
     guesses are handed out per sequence, so each drafts from its own last row."""
-    tok = engine.tokenizer
-    chat = tok.encode_chat(CHAT)
-    ids, sources = apply_case(tok)
-    params = SamplingParams(max_tokens=64)
-    expected = {name: generate(engine, Request(p, params, drafter="none", verify_tokens=1))[0]
-                for name, p in (("chat", chat), ("apply", ids))}
     engine.hybrid.rates[MODEL] = Acceptance(prior=0.9, weight=1e6)
     try:
-        seqs = {("chat", "hybrid"): engine.add_request(Request(chat, params, drafter="hybrid")),
-                ("apply", "lookup"): engine.add_request(Request(ids, params, sources=sources, drafter="lookup")),
-                ("chat", "draft"): engine.add_request(Request(chat, params, drafter="draft"))}
-        while engine.has_work():
-            engine.step()
+        seqs, expected = run_mixed_batch(engine, [("chat", "hybrid"), ("apply", "lookup"), ("chat", "draft")])
     finally:
         engine.hybrid.reset()
     for (name, drafter), seq in seqs.items():

@@ -76,6 +76,24 @@ def apply_case(tok):
 CHAT = [{"role": "user", "content": "Write a Python function that checks whether a number is prime, and explain it."}]
 
 
+def run_mixed_batch(engine, jobs: list[tuple[str, str]], max_tokens: int = 64):
+    """Run one batch of requests, each (prompt, drafter) with prompt "chat" (CHAT) or "apply"
+    (apply_case, with its lookup sources), to the end. Returns each job's Sequence and each
+    prompt's plain output (no speculation), to compare with."""
+    tok = engine.tokenizer
+    ids, sources = apply_case(tok)
+    prompts = {"chat": (tok.encode_chat(CHAT), {}), "apply": (ids, sources)}
+    params = SamplingParams(max_tokens=max_tokens)
+    expected = {name: generate(engine, Request(p, params, drafter="none", verify_tokens=1))[0]
+                for name, (p, _) in prompts.items()}
+    seqs = {(name, drafter): engine.add_request(Request(prompts[name][0], params, sources=prompts[name][1],
+                                                        drafter=drafter))
+            for name, drafter in jobs}
+    while engine.has_work():
+        engine.step()
+    return seqs, expected
+
+
 def test_expected_commits_and_acceptance():
     assert expected_commits(0.5, 3) == pytest.approx(0.875)
     assert expected_commits(1.0, 4) == 4 and expected_commits(0.9, 0) == 0
@@ -217,22 +235,13 @@ def test_sampled_output_is_the_same_text_with_the_draft_model(engine):
 def test_concurrent_requests_of_mixed_drafters_and_the_draft_prefix_cache(engine):
     """Three requests in one batch (hybrid, lookup, draft), each its plain output; a second hybrid
     request with the same prompt shares the first one's draft-cache blocks."""
-    tok = engine.tokenizer
-    chat = tok.encode_chat(CHAT)
-    ids, sources = apply_case(tok)
-    params = SamplingParams(max_tokens=64)
-    expected = {name: generate(engine, Request(p, params, drafter="none", verify_tokens=1))[0]
-                for name, p in (("chat", chat), ("apply", ids))}
-    seqs = {("chat", "hybrid"): engine.add_request(Request(chat, params, drafter="hybrid")),
-            ("apply", "lookup"): engine.add_request(Request(ids, params, sources=sources, drafter="lookup")),
-            ("apply", "draft"): engine.add_request(Request(ids, params, sources=sources, drafter="draft"))}
-    while engine.has_work():
-        engine.step()
+    seqs, expected = run_mixed_batch(engine, [("chat", "hybrid"), ("apply", "lookup"), ("apply", "draft")])
     for (name, drafter), seq in seqs.items():
         assert seq.output_ids == expected[name], drafter
     assert seqs[("chat", "hybrid")].stats.model_drafted > 0 and seqs[("apply", "lookup")].stats.model_drafted == 0
     hits = engine.hybrid.model.blocks.hits
-    generate(engine, Request(chat, params, drafter="hybrid"))
+    chat = engine.tokenizer.encode_chat(CHAT)
+    generate(engine, Request(chat, SamplingParams(max_tokens=64), drafter="hybrid"))
     assert engine.hybrid.model.blocks.hits - hits >= len(chat) // 16 - 1
 
 
