@@ -7,7 +7,8 @@ tokens and cuts drafts to a share under load. The table shows where long verify 
 With the hybrid drafter it also shows the draft model's part: the steps it ran in, the committed
 tokens it read to catch up (each request's prompt, then quotes) and its seconds. On CUDA each
 level runs every mode once untimed first (Triton compiles per batch shape). `--rounds R` holds a
-level's load for R requests per slot (n * R requests, n at a time).
+level's load for R requests per slot (n * R requests, n at a time). A second table gives each
+run's engine steps, wall per step and host time per verify step by phase.
 
     python -m bench.concurrency [--model qwen2.5-coder-0.5b] [--levels 1 8 32 64] [--max-tokens 0]
         [--rounds 1] [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"]
@@ -22,7 +23,7 @@ from dataclasses import asdict
 from bench.common import header, load_dev, save_json, table
 from bench.spec_decode import build_cases
 from engine.config import EngineConfig
-from engine.engine import LLMEngine
+from engine.engine import LLMEngine, StepTimes
 from engine.loader.registry import PRESETS
 from engine.types import SamplingParams
 from engine.types import Request
@@ -36,6 +37,7 @@ def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int
     """n * rounds requests, n running at a time (the scheduler's max_num_seqs is n): the level's
     load held for `rounds` requests per slot, so that a timed run is not one batch of a few ms."""
     seqs = []
+    engine.step_times = StepTimes()
     t = time.perf_counter()
     for i in range(n * rounds):
         c = cases[i % len(cases)]
@@ -52,7 +54,8 @@ def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int
     vsteps = sum(s.stats.steps for s in seqs)
     return {"requests": n, "tokens": gen, "seconds": wall, "tok_s": gen / wall,
             "per_step": gen / vsteps if vsteps else 0.0, "engine_steps": steps,
-            "preemptions": engine.scheduler.preemptions,
+            "preemptions": engine.scheduler.preemptions, "phases": engine.step_times.cells(),
+            "us_per_step": wall / steps * 1e6 if steps else 0.0,
             "hybrid": asdict(engine.hybrid.stats) if engine.hybrid is not None and drafter == "hybrid" else None}
 
 
@@ -109,6 +112,11 @@ def main(argv=None) -> None:
                  f"adaptive drafts {cfg.adaptive_drafts}, verify cap {cfg.verify_budget or 'none'})"))
     print(table(["concurrent", "mode", "tokens", "seconds", "total tok/s", "tokens/step", "preemptions",
                  "model steps (probes)", "caught up", "model s"], rows))
+    print("\nWall per engine step (prefill steps included) and the host time of its verify steps by phase, us "
+          "(engine.StepTimes; collect includes the wait on the GPU):\n")
+    print(table(["concurrent", "mode", "engine steps", "wall per step", *StepTimes().cells()],
+                [[*key.split("/", 1), r["engine_steps"], f"{r['us_per_step']:.0f}", *r["phases"].values()]
+                 for key, r in results.items()]))
     save_json(f"concurrency_{cfg.torch_device.type}.json", results)
 
 

@@ -14,7 +14,7 @@
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
-# heads_concurrency. bench/device_run.sh is the one-call form of the same.
+# heads_concurrency, heads_full, heads_ragchat, heads_concurrency4. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -105,6 +105,15 @@ job() {
       --drafters lookup hybrid && cp $RES/drafters_cuda.json $RES/drafters_heads_noshort.json ;;
     heads_drafters60) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply \
       --draft-model heads --drafters lookup hybrid && cp $RES/drafters_cuda.json $RES/drafters60_heads.json ;;
+    # (a) and (b) to the end of each answer (an instruction-only edit's new lines come late in the file).
+    heads_full) $t 480 python3 -m bench.drafters --limit 8 --max-tokens 4096 --workloads apply instruction \
+      --draft-model heads --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads_full.json ;;
+    heads_ragchat) $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --workloads rag chat \
+      --draft-model heads --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads_ragchat.json ;;
+    # Each level held for 4 requests per slot, lookup and the hybrid twice, alternating.
+    heads_concurrency4) $t 480 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
+      --rounds 4 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" \
+      "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     heads_concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --rounds 2 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     *) echo "unknown job $1"; return 2 ;;
@@ -132,7 +141,10 @@ case ${1:-} in
     echo "$2: exit $? at $(date +%T)" | tee -a $RES/$2.log >> $RES/done.log ;;
   collect)
     for _ in $(seq ${2:-0}); do flock -n $LOCK true && ! pgrep -f "device_session.sh _job" > /dev/null && break; sleep 1; done
-    mkdir -p "$OUT" && tar -czf "$OUT/results.tar.gz" -C $RES . && cat $RES/done.log 2>/dev/null
+    # Files past the return limit (16 MiB a file: the heads are 28 MB) come back in parts beside the tarball.
+    mkdir -p "$OUT" && tar -czf "$OUT/results.tar.gz" --exclude='*.safetensors' -C $RES . && cat $RES/done.log 2>/dev/null
+    for f in $RES/*.safetensors; do [ -f "$f" ] && split -b 15M -d "$f" "$OUT/$(basename $f .safetensors)-part-"; done
+    ls -la $OUT
     pgrep -af "device_session.sh _job" | head -3 ;;
   *) sed -n 2,14p "$0"; exit 2 ;;
 esac

@@ -112,11 +112,12 @@ def main(argv=None) -> None:
     draft = args.draft_model or PRESETS[args.model].draft
     engine = LLMEngine(EngineConfig.from_env(model=args.model, draft_model=draft, max_model_len=8192, max_num_seqs=1,
                                              enable_prefix_caching=False))
-    engine.warmup(4096)
+    workloads = {w: build_prompts(engine.tokenizer, w, args.limit, args.max_tokens) for w in args.workloads}
+    # Graphs for every context the runs reach, captured before any is timed.
+    engine.warmup(max(4096, max(len(r.prompt_ids) + r.params.max_tokens for ps in workloads.values() for _, r in ps)))
     list(engine.generate(Request(engine.tokenizer.encode("warm up"), SamplingParams(max_tokens=4), drafter="hybrid")))
     results, rows = {}, []
-    for w in args.workloads:
-        prompts = build_prompts(engine.tokenizer, w, args.limit, args.max_tokens)
+    for w, prompts in workloads.items():
         for d in args.drafters:
             r = run(engine, prompts, d)
             base = results.get(f"{w}/none") or results.get(f"{w}/{args.drafters[0]}")
