@@ -14,7 +14,7 @@
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
-# heads_concurrency, heads_full, heads_ragchat, heads_concurrency4. bench/device_run.sh is the one-call form of the same.
+# heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -98,6 +98,12 @@ job() {
       rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
       $t 420 python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \
         --max-seconds ${HEADS_SECONDS:-240} && cp $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors $RES/ ;;
+    # The same, half of each batch from the target's answers to 1,024 requests made from the corpus.
+    heads_train_answers)
+      rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
+      $t 560 python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \
+        --answers 1024 --answer-tokens 256 --max-seconds ${HEADS_SECONDS:-240} && \
+      cp $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors $RES/ ;;
     heads_drafters) $t 420 python3 -m bench.drafters --limit 8 --max-tokens 256 --draft-model heads \
       --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads.json ;;
     # Lookup and the hybrid with the heads, verify blocks of <= 4 replaying K=16 graphs (no short block).

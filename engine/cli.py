@@ -242,7 +242,7 @@ def cmd_train_heads(args) -> int:
     try:
         train_model_heads(args.model or registry.DEFAULT_MODEL, args.corpus, args.heads, args.steps, args.batch,
                           args.seq_len, args.lr, args.out, args.device, log=console.print,
-                          max_seconds=args.max_seconds)
+                          max_seconds=args.max_seconds, answers=args.answers, answer_tokens=args.answer_tokens)
     except (ValueError, FileNotFoundError) as exc:
         print(f"editapply: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -262,6 +262,9 @@ def add_train_heads_parser(sub) -> None:
     p.add_argument("--seq-len", type=int, default=512, help="tokens per chunk (default 512)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--max-seconds", type=float, default=0.0, help="shorten the run to fit this (0: no limit)")
+    p.add_argument("--answers", type=int, default=0, help="requests made from the corpus that the model answers "
+                   "first, half of each batch then from its answers (self-distillation; default 0: the corpus alone)")
+    p.add_argument("--answer-tokens", type=int, default=256, help="most tokens of each answer (default 256)")
     p.add_argument("--out", default=None, help="write the heads here instead of next to the model")
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_train_heads)

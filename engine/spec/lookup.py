@@ -27,7 +27,8 @@ feeds the run directly and a rejection resets it to the new match's length, so t
 recent acceptance like TCP slow start: 4 drafted and accepted plus the bonus make a run of 7, then
 14 are drafted, then the full 15.
 
-**Index.** Per source, two n-gram maps built once (the generated tokens incrementally): every
+**Index.** Per source, two n-gram maps, built when the source is first searched (a source whose
+cursor never misses is never indexed), the generated tokens' incrementally after that: every
 `min_match`-gram and every `long_match`-gram -> the sorted positions right after its occurrences.
 Re-anchoring looks the context's last `long_match` tokens up first (any match of that length or
 longer is there), else its last `min_match` tokens, then grows the candidate matches backwards one
@@ -100,8 +101,10 @@ def index_ngrams(tokens: list[int], n: int, index: NgramIndex | None = None, sta
     the positions >= start, for a list that has grown since it was indexed.
     """
     index = {} if index is None else index
-    for p in range(max(n, start), len(tokens) + 1):
-        index.setdefault(tuple(tokens[p - n : p]), []).append(p)
+    first = max(n, start)
+    grams = zip(*(tokens[first - n + i :] for i in range(n)))  # the n-grams ending at first, first + 1, ...
+    for p, gram in enumerate(grams, first):
+        index.setdefault(gram, []).append(p)
     return index
 
 
@@ -199,18 +202,31 @@ class _Source:
                  cache: IndexCache | None = None):
         self.name = name
         self.tokens = tokens
+        self.keys = keys
         # A shared (cached) index is read-only: only sources that never grow may take one.
         self.shared = cache is not None
-        self.indexes = [(n, cache.get(tokens, n) if cache else index_ngrams(tokens, n)) for n in keys]
+        self._cache = cache
+        self._indexes: list[tuple[int, NgramIndex]] | None = None
         self.cursor: int | None = None  # next expected position; None = lost, re-anchor
         self.run = 0
         self.ref = ref  # where the last cursor was, for choosing the nearest occurrence
+
+    @property
+    def indexes(self) -> list[tuple[int, NgramIndex]]:
+        """(n, n-gram index) pairs, longest n first, built when first searched: a source whose
+        cursor never misses (a right prediction; the prompt while another source copies) is
+        never indexed, and a request's first step does not pay every source's index at once."""
+        if self._indexes is None:
+            cache = self._cache
+            self._indexes = [(n, cache.get(self.tokens, n) if cache else index_ngrams(self.tokens, n))
+                             for n in self.keys]
+        return self._indexes
 
     def extend(self, new: list[int]) -> None:
         assert not self.shared, "a source with a shared index never grows"
         start = len(self.tokens) + 1
         self.tokens.extend(new)
-        for n, index in self.indexes:
+        for n, index in self._indexes or ():  # not built yet: the build will cover the new tokens
             index_ngrams(self.tokens, n, index, start)
 
 

@@ -413,3 +413,30 @@ def test_drafts_from_a_cached_document_equal_drafts_from_a_fresh_index(monkeypat
     monkeypatch.setattr("engine.spec.lookup.SHARED_INDEXES", IndexCache(min_tokens=10**9))
     fresh = LookupDrafter({"document": doc}, prompt_len=2)
     assert (fresh.propose(list(context), 15), fresh.propose(list(context) + doc[1010:1015], 15)) == drafts[0]
+
+
+def test_sources_are_indexed_only_once_searched():
+    """A right prediction is followed by its cursor: the file and the prompt are never indexed
+    (a request's first step does not pay their indexes); a miss indexes what it searches, and the
+    drafts equal those of a drafter whose indexes were all built up front."""
+    rng = random.Random(2)
+    file = [rng.randrange(300) for _ in range(400)]
+    prediction = file[:200] + [999, 998] + file[200:]  # the edit inserts two tokens
+    prompt = [7] + file
+
+    def drafter(eager: bool) -> LookupDrafter:
+        d = LookupDrafter({"prediction": prediction, "file": file}, prompt_len=len(prompt))
+        d.propose(prompt, 15)  # the first call adds the prompt source
+        for src in d._sources if eager else ():
+            src.indexes
+        return d
+
+    d = drafter(eager=False)
+    for step in range(0, 150, 15):
+        assert d.propose(prompt + prediction[:step], 15) == prediction[step : step + 15]
+    assert [s.name for s in d._sources if s._indexes is not None] == []
+    truth = prediction[:200] + [555] + prediction[202:]  # the model writes another token
+    lazy, eager = drafter(eager=False), drafter(eager=True)
+    drafts = [(lazy.propose(prompt + truth[:n], 15), eager.propose(prompt + truth[:n], 15)) for n in range(0, 260, 5)]
+    assert all(a == b for a, b in drafts)
+    assert lazy._sources[1]._indexes is not None  # the miss at 200 searched the file

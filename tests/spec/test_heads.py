@@ -29,7 +29,7 @@ def heads_model(ci_model_dir, tmp_path_factory):
     for f in ci_model_dir.iterdir():
         (folder / f.name).symlink_to(f)
     _, report = train_model_heads(str(folder), ["engine"], num_heads=3, steps=24, batch=4, seq_len=128,
-                                  device="cpu", log=lambda *_: None)
+                                  device="cpu", log=lambda *_: None, answers=12, answer_tokens=48)
     return folder, report
 
 
@@ -43,12 +43,35 @@ def engine(heads_model):
 def test_training_teaches_the_heads(heads_model):
     """From Medusa's init (every head guesses the next token again) to heads that guess the
     tokens after it: each head's top-1 agreement with the target rises on held-out chunks, and so
-    does the number of leading heads that all agree (the tokens a step would accept)."""
+    does the number of leading heads that all agree (the tokens a step would accept), on the
+    corpus and on held-out conversations the target wrote (half of each batch came from its
+    answers to requests made from the corpus)."""
     folder, report = heads_model
     assert (folder / HEADS_FILE).is_file()
     assert report.corpus_files > 10 and report.tokens == 24 * 4 * 128
     assert all(a > b for a, b in zip(report.after.top1, report.before.top1)), report
     assert report.after.chain > 1.5 * report.before.chain > 0, report
+    assert report.answers == 12 and report.answer_tokens >= 12 * 48
+    assert report.answers_after.chain > report.answers_before.chain > 0, report
+
+
+def test_answer_requests_are_made_from_the_corpus(ci_model_dir):
+    """Questions about a file's definitions (the file as the document), requests to explain a
+    definition's code or to write a function from its docstring; a prose file is summarized."""
+    from engine.spec.heads_train import SUMMARIZE, answer_requests
+    from engine.tokenizer import Tokenizer
+
+    tok = Tokenizer(ci_model_dir)
+    code = 'import os\n\n\ndef load_table(path,\n               sep=","):\n    """Read a table of rows from a text file."""\n    return []\n'
+    requests = answer_requests(tok, [code], 24, 16, seed=1)
+    texts = [tok.decode(r.prompt_ids) for r in requests]
+    assert all(r.params.max_tokens == 16 and r.params.greedy for r in requests)
+    assert any("`load_table`" in t and "</document>" in t and r.sources for t, r in zip(texts, requests))
+    assert any("Explain what this code does" in t and "def load_table(path," in t for t in texts)
+    assert any("Write a Python function `load_table` that does this: Read a table of rows from a text file." in t
+               for t in texts)
+    prose = answer_requests(tok, ["# Notes\n\nPlain prose, no code.\n"], 2, 16)
+    assert all(SUMMARIZE in tok.decode(r.prompt_ids) for r in prose)
 
 
 def test_corpus_reading_and_chunks(tmp_path, ci_model_dir):
