@@ -14,7 +14,8 @@
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
-# heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers. bench/device_run.sh is the one-call form of the same.
+# heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
+# heads_old_ragchat. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -116,6 +117,13 @@ job() {
       --draft-model heads --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads_full.json ;;
     heads_ragchat) $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --workloads rag chat \
       --draft-model heads --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads_ragchat.json ;;
+    # RAG and chat with heads carried from an earlier lease (a part named oldheads), the trained ones put back after.
+    heads_old_ragchat)
+      h=$ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors
+      cp $h $ROOT/heads_new.safetensors && cat $ROOT/parts/oldheads/part-* > $h && \
+      $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --workloads rag chat --draft-model heads \
+        --drafters lookup hybrid && cp $RES/drafters_cuda.json $RES/drafters_heads_old_ragchat.json
+      cp $ROOT/heads_new.safetensors $h ;;
     # Each level held for 4 requests per slot, lookup and the hybrid twice, alternating.
     heads_concurrency4) $t 480 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --rounds 4 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" \
