@@ -15,7 +15,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat. bench/device_run.sh is the one-call form of the same.
+# heads_old_ragchat, heads_put. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -95,6 +95,9 @@ job() {
       $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid --workloads instruction rag chat) ;;
     # The 1.5B's draft heads (engine/spec/heads.py), trained on the carried corpus (bench/heads_corpus.py,
     # a part named corpus), then the drafters and the concurrency levels with them.
+    # Heads carried from an earlier lease (a part named newheads) put next to the model.
+    heads_put) mkdir -p $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads && \
+      cat $ROOT/parts/newheads/part-* > $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors ;;
     heads_train)
       rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
       $t 420 python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \

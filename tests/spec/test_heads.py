@@ -175,3 +175,23 @@ def test_train_heads_command_refuses_a_bad_corpus(tmp_path, ci_model_dir):
                             "--corpus", str(corpus), "--device", "cpu"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and r.stderr.startswith("editapply: ") and reason in r.stderr, r.stderr
     assert not (ci_model_dir / HEADS_FILE).exists()
+
+
+def test_an_engine_is_freed_without_the_cycle_collector(heads_model):
+    """An engine freezes what the process has loaded out of the cyclic garbage collector's reach
+    (engine.engine.freeze_loaded_objects), so a dropped engine must be freed by reference counting
+    alone: with the collector off, an engine that served a hybrid request with heads, its model
+    and its heads are gone as soon as the last reference is."""
+    import gc
+    import weakref
+
+    e = LLMEngine(EngineConfig(model=str(heads_model[0]), draft_model="heads", max_model_len=2048, max_num_seqs=2))
+    list(e.generate(Request(e.tokenizer.encode("def add(a, b):"), SamplingParams(max_tokens=12), drafter="hybrid")))
+    assert gc.get_freeze_count() > 0
+    refs = [weakref.ref(e), weakref.ref(e.runner.model), weakref.ref(e.runner.model.heads)]
+    gc.disable()
+    try:
+        del e
+        assert [r() is None for r in refs] == [True, True, True]
+    finally:
+        gc.enable()
