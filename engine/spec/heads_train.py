@@ -347,7 +347,10 @@ def train_model_heads(model: str, corpus: list[str], num_heads: int = 3, steps: 
     talk = None
     if answers:
         t = time.perf_counter()
-        talk = chunk_ids(generate_answers(engine, requests), seq_len)
+        try:
+            talk = chunk_ids(generate_answers(engine, requests), seq_len)
+        except ValueError as exc:
+            raise ValueError(f"the answers have {exc}: ask for more (--answers)") from None
         log(f"answers: {answers} requests written in {time.perf_counter() - t:.0f} s, "
             f"{talk.numel()} tokens in {len(talk)} chunks")
     heads, report = train_heads(runner, chunks, num_heads, steps, batch, lr, log=log, name=model,
