@@ -26,6 +26,15 @@ setup_env() {
   export EDITAPPLY_COMMIT=$(cat $SRC/.commit 2>/dev/null || echo unknown) OUT=$RES
 }
 
+HEADS=$ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors  # the 1.5B's draft heads
+
+train_heads15() {  # train_heads15 TIMEOUT [ARGS]: the 1.5B's heads on the carried corpus, copied to the results
+  local limit=$1; shift
+  rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
+    timeout $limit python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \
+      --max-seconds ${HEADS_SECONDS:-240} "$@" && cp $HEADS $RES/
+}
+
 pull() {  # pull NAME PARTS: assemble the parts and install the preset from them
   cat $ROOT/parts/$2/part-* > $ROOT/$2.gguf && python3 -m engine.cli pull "$1" --gguf $ROOT/$2.gguf && rm $ROOT/$2.gguf
 }
@@ -95,19 +104,11 @@ job() {
       $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid --workloads instruction rag chat) ;;
     # The 1.5B's draft heads (engine/spec/heads.py), trained on the carried corpus (bench/heads_corpus.py,
     # a part named corpus), then the drafters and the concurrency levels with them.
-    # Heads carried from an earlier lease (a part named newheads) put next to the model.
-    heads_put) mkdir -p $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads && \
-      cat $ROOT/parts/newheads/part-* > $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors ;;
-    heads_train)
-      rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
-      $t 420 python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \
-        --max-seconds ${HEADS_SECONDS:-240} && cp $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors $RES/ ;;
+    heads_train) train_heads15 420 ;;
     # The same, half of each batch from the target's answers to 1,024 requests made from the corpus.
-    heads_train_answers)
-      rm -rf $ROOT/corpus && cat $ROOT/parts/corpus/part-* | tar -xJ -C $ROOT && \
-      $t 560 python3 -m engine.cli train-heads --model qwen2.5-coder-1.5b --corpus $ROOT/corpus --steps 2000 \
-        --answers 1024 --answer-tokens 256 --max-seconds ${HEADS_SECONDS:-240} && \
-      cp $ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors $RES/ ;;
+    heads_train_answers) train_heads15 560 --answers 1024 --answer-tokens 256 ;;
+    # Heads carried from an earlier lease (a part named newheads) put next to the model.
+    heads_put) mkdir -p $(dirname $HEADS) && cat $ROOT/parts/newheads/part-* > $HEADS ;;
     heads_drafters) $t 420 python3 -m bench.drafters --limit 8 --max-tokens 256 --draft-model heads \
       --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads.json ;;
     # Lookup and the hybrid with the heads, verify blocks of <= 4 replaying K=16 graphs (no short block).
@@ -122,11 +123,10 @@ job() {
       --draft-model heads --drafters none lookup hybrid draft && cp $RES/drafters_cuda.json $RES/drafters_heads_ragchat.json ;;
     # RAG and chat with heads carried from an earlier lease (a part named oldheads), the trained ones put back after.
     heads_old_ragchat)
-      h=$ROOT/eahome/models/qwen2.5-coder-1.5b/draft_heads/heads.safetensors
-      cp $h $ROOT/heads_new.safetensors && cat $ROOT/parts/oldheads/part-* > $h && \
+      cp $HEADS $ROOT/heads_new.safetensors && cat $ROOT/parts/oldheads/part-* > $HEADS && \
       $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --workloads rag chat --draft-model heads \
         --drafters lookup hybrid && cp $RES/drafters_cuda.json $RES/drafters_heads_old_ragchat.json
-      cp $ROOT/heads_new.safetensors $h ;;
+      cp $ROOT/heads_new.safetensors $HEADS ;;
     # Each level held for 4 requests per slot, lookup and the hybrid twice, alternating.
     heads_concurrency4) $t 480 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --rounds 4 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" \

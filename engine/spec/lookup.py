@@ -203,13 +203,16 @@ class _Source:
         self.name = name
         self.tokens = tokens
         self.keys = keys
-        # A shared (cached) index is read-only: only sources that never grow may take one.
-        self.shared = cache is not None
         self._cache = cache
         self._indexes: list[tuple[int, NgramIndex]] | None = None
         self.cursor: int | None = None  # next expected position; None = lost, re-anchor
         self.run = 0
         self.ref = ref  # where the last cursor was, for choosing the nearest occurrence
+
+    @property
+    def shared(self) -> bool:
+        """A shared (cached) index is read-only: only sources that never grow may take one."""
+        return self._cache is not None
 
     @property
     def indexes(self) -> list[tuple[int, NgramIndex]]:
