@@ -7,11 +7,13 @@ import pytest
 from engine.spec.baselines import EarliestNgramDrafter, earliest_ngram_draft, index_first_ngrams
 from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, NoDrafter, make_drafter
 from engine.spec.lookup import (
+    SortedIndex,
     IndexCache,
     LookupDrafter,
     draft_length,
     find_anchor,
     follow,
+    gram_hash,
     grow_matches,
     index_ngrams,
     nearest,
@@ -379,15 +381,55 @@ def test_draft_config_rejects_bad_values(kwargs):
 
 # ---- shared indexes of long sources (a RAG document asked about again) -------------------------
 
+def as_dict(index: SortedIndex, tokens: list[int]) -> dict:
+    """A SortedIndex read back gram by gram, to compare with index_ngrams' dict."""
+    n = index.n
+    grams = {tuple(tokens[i - n : i]) for i in range(n, len(tokens) + 1)}
+    return {g: index.get(g) for g in grams}
+
+
+def test_array_index_example():
+    index = SortedIndex([5, 6, 7, 5, 6], 2)
+    assert index.get((5, 6)) == [2, 5] and index.get((6, 7)) == [3]
+    assert index.get((6, 5)) is None and SortedIndex([5], 2).get((5, 6)) is None
+    assert gram_hash((1, 2, 3), base=10) == 123
+
+
+def test_array_index_equals_the_dict_index_on_random_sources():
+    rng = random.Random(3)
+    for _ in range(200):
+        tokens = [rng.randrange(rng.choice([2, 5, 200, 150_000])) for _ in range(rng.randrange(0, 300))]
+        for n in (1, 2, 3, 8):
+            index = SortedIndex(tokens, n)
+            assert as_dict(index, tokens) == index_ngrams(tokens, n)
+            assert index.get((10**6,) * n) is None  # a token no source holds
+
+
+def test_find_anchor_with_colliding_hashes_equals_brute_force():
+    """Base 0 hashes an n-gram to its last token, so every n-gram ending alike collides:
+    find_anchor must keep only the real matches."""
+    rng = random.Random(4)
+    for trial in range(300):
+        source = [rng.randrange(4) for _ in range(rng.randrange(1, 60))]
+        context = [rng.randrange(4) for _ in range(rng.randrange(1, 30))]
+        if rng.random() < 0.5:
+            i = rng.randrange(len(source))
+            context += source[max(0, i - rng.randrange(12)) : i]
+        ref = rng.randrange(len(source) + 1)
+        indexes = [(n, SortedIndex(source, n, base=0)) for n in (4, 2)]
+        got = find_anchor(context, source, indexes, ref, 8, max_candidates=10**6)
+        assert got == brute_force_anchor(context, source, ref, 2, 8), (trial, source, context, ref)
+
+
 def test_index_cache_shares_the_index_of_an_identical_long_source():
     cache = IndexCache(max_entries=2, min_tokens=8)
     doc = [random.Random(0).randrange(50) for _ in range(40)]
     first = cache.get(doc, 2)
-    assert first == index_ngrams(doc, 2)
+    assert as_dict(first, doc) == index_ngrams(doc, 2)
     assert cache.get(list(doc), 2) is first and cache.hits == 1  # equal tokens: the same index
     changed = doc[:-1] + [99]
-    assert cache.get(changed, 2) is not first and cache.get(changed, 2) == index_ngrams(changed, 2)
-    assert cache.get(doc, 3) == index_ngrams(doc, 3)  # the n-gram length is part of the key
+    assert cache.get(changed, 2) is not first and as_dict(cache.get(changed, 2), changed) == index_ngrams(changed, 2)
+    assert as_dict(cache.get(doc, 3), doc) == index_ngrams(doc, 3)  # the n-gram length is part of the key
     assert cache.get(doc, 2) is not first  # the LRU held two entries: the first one was evicted
 
 
