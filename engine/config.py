@@ -42,7 +42,8 @@ class EngineConfig:
     verify_tokens: int = 16  # K: positions verified per step ([last token] + up to K-1 drafts)
     drafter: str = "lookup"  # lookup | hybrid | draft | ngram-earliest | pld | none
     # The draft model of the `hybrid` and `draft` drafters (engine/spec/hybrid.py): a preset or
-    # folder with the target's tokenizer; empty = the target preset's pair (the 1.5B's is the 0.5B).
+    # folder with the target's tokenizer, or "heads" (the target's own, engine/spec/heads.py); empty =
+    # the heads on a GPU where they were trained, else the preset's pair (the 1.5B's is the 0.5B).
     draft_model: str = ""
     # D: most tokens the draft model proposes per step (0 = engine/spec/hybrid.py's default, chosen
     # by measurement); the step-cost model may run fewer.

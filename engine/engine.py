@@ -111,6 +111,22 @@ def freeze_loaded_objects() -> None:
         atexit.register(gc.unfreeze)
 
 
+def default_draft_model(paired: str, device_type: str, heads_trained: bool) -> str:
+    """The draft model a `hybrid`/`draft` engine runs when EDITAPPLY_DRAFT_MODEL is empty: on a
+    GPU the target's own draft heads if they were trained (on the H200 the 1.5B's hybrid made RAG
+    and chat answers 30% and 27% faster than lookup with its heads, -6% to -9% and -12% to +6% with
+    its 0.5B pair, whose token costs most of a verify step), else the preset's paired model (on a
+    CPU every fed token costs compute and the heads' few accepted guesses do not pay; the 0.5B's
+    do: bench/RESULTS.md "Draft heads").
+
+    Example: ("qwen2.5-coder-0.5b", "cuda", True) -> "heads"; ("qwen2.5-coder-0.5b", "cpu", True) ->
+    "qwen2.5-coder-0.5b"; ("", "cuda", False) -> "" (nothing to draft with).
+    """
+    if device_type == "cuda" and heads_trained:
+        return HEADS_MODEL
+    return paired
+
+
 class LLMEngine:
     def __init__(self, cfg: EngineConfig | None = None, **overrides):
         self.runner = ModelRunner(cfg or EngineConfig.from_env(**overrides))
@@ -133,10 +149,12 @@ class LLMEngine:
         name = self.cfg.draft_model
         if not name and self.cfg.drafter in MODEL_DRAFTERS:
             preset = PRESETS.get(self.cfg.model)
-            name = preset.draft if preset else ""
+            name = default_draft_model(preset.draft if preset else "", self.cfg.torch_device.type,
+                                       heads_path(self.runner.folder).is_file())
             if not name:
                 raise ValueError(f"drafter {self.cfg.drafter!r} needs a draft model: {self.cfg.model!r} has no "
-                                 "paired one, so set EDITAPPLY_DRAFT_MODEL (a preset or folder with its tokenizer)")
+                                 "paired one and no trained draft heads, so set EDITAPPLY_DRAFT_MODEL (a preset "
+                                 "or folder with its tokenizer) or train heads (`editapply train-heads`)")
         if not name:
             return None
         from engine.spec.hybrid import HybridDrafting

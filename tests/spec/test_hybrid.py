@@ -18,7 +18,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from engine.config import EngineConfig
-from engine.engine import LLMEngine
+from engine.engine import LLMEngine, default_draft_model
 from engine.spec.drafters import make_drafter
 from engine.spec.hybrid import FILL, LOOKUP, MODEL, QUOTE, Acceptance, HybridDrafting, Proposal, expected_commits
 from engine.types import Request, RequestError, SamplingParams
@@ -293,6 +293,14 @@ def test_catch_up_is_priced_from_the_measured_prefill_cost(engine):
     finally:
         model.release("unseen")
         model.prefill_cost = measured
+
+
+def test_the_default_draft_model_follows_the_device_and_the_heads():
+    """EDITAPPLY_DRAFT_MODEL empty: trained heads on a GPU, else the preset's pair."""
+    assert default_draft_model("qwen2.5-coder-0.5b", "cuda", heads_trained=True) == "heads"
+    assert default_draft_model("qwen2.5-coder-0.5b", "cuda", heads_trained=False) == "qwen2.5-coder-0.5b"
+    assert default_draft_model("qwen2.5-coder-0.5b", "cpu", heads_trained=True) == "qwen2.5-coder-0.5b"
+    assert default_draft_model("", "cpu", heads_trained=False) == ""
 
 
 def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
