@@ -8,15 +8,19 @@ With the hybrid drafter it also shows the draft model's part: the steps it ran i
 tokens it read to catch up (each request's prompt, then quotes) and its seconds. On CUDA each
 level runs every mode once untimed first (Triton compiles per batch shape). `--rounds R` holds a
 level's load for R requests per slot (n * R requests, n at a time). A second table gives each
-run's engine steps, wall per step and host time per verify step by phase.
+run's engine steps, wall per step and host time per verify step by phase; `--profile N` adds a
+run of each mode at each level under cProfile (after the timed ones, not in their figures) and
+prints the N functions with the most own time, per engine step.
 
     python -m bench.concurrency [--model qwen2.5-coder-0.5b] [--levels 1 8 32 64] [--max-tokens 0]
-        [--rounds 1] [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"]
+        [--rounds 1] [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"] [--profile 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 from dataclasses import asdict
 
@@ -59,6 +63,22 @@ def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int
             "hybrid": asdict(engine.hybrid.stats) if engine.hybrid is not None and drafter == "hybrid" else None}
 
 
+def profile_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int, max_tokens: int,
+                  rounds: int, top: int) -> list[list]:
+    """One more run of the level under cProfile: its `top` functions by own time, as rows
+    (function, calls per engine step, own us per engine step, cumulative us per engine step)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    r = run_level(engine, cases, n, drafter, k, max_tokens, rounds)
+    profiler.disable()
+    steps = max(1, r["engine_steps"])
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (calls, primitive calls, own s, cumulative s, callers)
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [[f"{path.rsplit('/', 2)[-1] if path != '~' else ''}:{line}({name})", f"{calls / steps:.1f}",
+             f"{own / steps * 1e6:.0f}", f"{cum / steps * 1e6:.0f}"]
+            for (path, line, name), (_, calls, own, cum, _) in rows]
+
+
 def model_cells(r: dict) -> list:
     """The draft model's part of a hybrid run: steps it ran in (probes among them), committed
     tokens it read to catch up (prompts, quotes), its seconds."""
@@ -76,11 +96,13 @@ def main(argv=None) -> None:
     ap.add_argument("--modes", nargs="+", default=list(MODES)[:2], choices=list(MODES),
                     help="a mode named twice runs twice, alternating (run-to-run noise shows)")
     ap.add_argument("--draft-model", default=None, help="for the hybrid mode (default: the model preset's pair)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after the timed runs, one more of each mode under cProfile: its N costliest functions")
     args = ap.parse_args(argv)
     draft = ""
     if "hybrid K=16 +prediction" in args.modes:
         draft = args.draft_model or PRESETS[args.model].draft
-    results, rows = {}, []
+    results, rows, profiles = {}, [], {}
     top = max(args.levels)
     # No prefix caching: both modes pay every prefill (the plain run must not warm the spec run).
     engine = LLMEngine(EngineConfig.from_env(model=args.model, max_num_seqs=top,
@@ -103,6 +125,10 @@ def main(argv=None) -> None:
             results[key if key not in results else f"{key} #{sum(name.startswith(key) for name in results) + 1}"] = r
             rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"], *model_cells(r)])
             print(rows[-1], flush=True)
+        for mode in dict.fromkeys(args.modes) if args.profile else ():
+            engine.reset_estimates()
+            profiles[f"{n}/{mode}"] = profile_level(engine, cases, n, *MODES[mode], args.max_tokens, args.rounds,
+                                                    args.profile)
         plain = results.get(f"{n}/plain", {}).get("tok_s")
         for mode in [m for m in dict.fromkeys(args.modes) if m != "plain"] if plain else ():
             rows.append([n, f"speedup of {mode}", "", "", results[f"{n}/{mode}"]["tok_s"] / plain, "", "", "", "", ""])
@@ -117,6 +143,9 @@ def main(argv=None) -> None:
     print(table(["concurrent", "mode", "engine steps", "wall per step", *StepTimes().cells()],
                 [[*key.split("/", 1), r["engine_steps"], f"{r['us_per_step']:.0f}", *r["phases"].values()]
                  for key, r in results.items()]))
+    for key, prows in profiles.items():
+        print(f"\nProfiled run, {key} requests/mode (cProfile: Python calls slowed; per engine step):\n")
+        print(table(["function", "calls", "own us", "cumulative us"], prows))
     save_json(f"concurrency_{cfg.torch_device.type}.json", results)
 
 

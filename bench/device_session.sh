@@ -15,7 +15,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put. bench/device_run.sh is the one-call form of the same.
+# heads_old_ragchat, heads_put, concurrency_profile. bench/device_run.sh is the one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -131,6 +131,9 @@ job() {
     heads_concurrency4) $t 480 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --rounds 4 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" \
       "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
+    # Where 8 and 32 requests spend a verify step's host time: the timed runs, then one of each mode under cProfile.
+    concurrency_profile) $t 480 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
+      --rounds 2 --draft-model heads --levels 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" --profile 15 ;;
     heads_concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --rounds 2 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
     *) echo "unknown job $1"; return 2 ;;
