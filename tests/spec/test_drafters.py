@@ -7,9 +7,9 @@ import pytest
 from engine.spec.baselines import EarliestNgramDrafter, earliest_ngram_draft, index_first_ngrams
 from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, NoDrafter, make_drafter
 from engine.spec.lookup import (
-    SortedIndex,
     IndexCache,
     LookupDrafter,
+    SortedIndex,
     draft_length,
     find_anchor,
     follow,
@@ -388,14 +388,14 @@ def as_dict(index: SortedIndex, tokens: list[int]) -> dict:
     return {g: index.get(g) for g in grams}
 
 
-def test_array_index_example():
+def test_sorted_index_example():
     index = SortedIndex([5, 6, 7, 5, 6], 2)
     assert index.get((5, 6)) == [2, 5] and index.get((6, 7)) == [3]
     assert index.get((6, 5)) is None and SortedIndex([5], 2).get((5, 6)) is None
     assert gram_hash((1, 2, 3), base=10) == 123
 
 
-def test_array_index_equals_the_dict_index_on_random_sources():
+def test_sorted_index_equals_the_dict_index_on_random_sources():
     rng = random.Random(3)
     for _ in range(200):
         tokens = [rng.randrange(rng.choice([2, 5, 200, 150_000])) for _ in range(rng.randrange(0, 300))]
