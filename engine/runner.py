@@ -23,7 +23,7 @@ from engine.loader.hf_folder import load_model
 from engine.loader.registry import model_context, resolve
 from engine.models.transformer import AttentionMetadata
 from engine.sequence import Sequence
-from engine.spec.heads import HEADS_MAX_ROWS
+from engine.spec.heads import heads_max_rows
 from engine.tokenizer import Tokenizer
 from kernels.paged_attention import resolve_impl
 
@@ -67,11 +67,12 @@ class ModelRunner:
 
     def attach_heads(self, heads) -> None:
         """Run the target's draft heads (engine/spec/heads.py) in every verify step of at most
-        HEADS_MAX_ROWS rows: its greedy tokens come with the heads' guesses (`collect` hands them
+        `heads_max_rows` rows: its greedy tokens come with the heads' guesses (`collect` hands them
         out per row). Before any CUDA graph is captured, since graphs capture them."""
         if self.graphs is not None and (self.graphs.graphs or self.graphs.chains):
             raise RuntimeError("attach draft heads before any CUDA graph is captured")
         self.model.heads = heads
+        self.heads_max_rows = heads_max_rows(self.device.type)
 
     def _window_blocks(self) -> int:
         """int4's full-precision pool (engine/kv_int4.py): every block a step can write (a full prompt
@@ -187,10 +188,15 @@ class ModelRunner:
         out = None
         if logits or tokens is None:
             hidden, keep = _rows(hidden, keep), None
-            out = self.model.compute_logits(hidden)  # [T, V]
-            tokens = self.model.greedy_from_logits(out, self.vocab_limit)
-            if self.model.heads is not None and len(hidden) <= HEADS_MAX_ROWS:
-                tokens = torch.cat([tokens[None], self.model.head_tokens(hidden, self.vocab_limit)])
+            heads = self.model.heads is not None and len(hidden) <= self.heads_max_rows
+            if logits:
+                out = self.model.compute_logits(hidden)  # [T, V]
+                tokens = self.model.greedy_from_logits(out, self.vocab_limit)
+                if heads:
+                    tokens = torch.cat([tokens[None], self.model.head_tokens(hidden, self.vocab_limit)])
+            else:  # greedy: the rows and the heads' rows in one lm_head GEMM, no fp32 logits
+                tokens = self.model.greedy_rows(hidden, self.vocab_limit, heads)
+                tokens = tokens if heads else tokens[0]
         return Flight(batch, tokens, keep, out)
 
     def collect(self, flight: Flight, last_only: bool = False) -> tuple[list[list[int]], torch.Tensor | None]:

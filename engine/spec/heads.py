@@ -37,6 +37,15 @@ HEADS_MODEL = "heads"
 # rows; past that it turns compute-bound and the heads' rows (n per row) would cost real time in
 # every crowded step, where lookup alone is what pays anyway (bench/RESULTS.md, concurrency).
 HEADS_MAX_ROWS = 64
+# On a CPU the rows cost compute much sooner: the 1.5B's lm_head in bf16 (AMX, 2 cores) took 52 /
+# 58 / 84 ms at 1 / 16 / 64 rows, so there the heads run in steps of at most 4 rows (16 GEMM rows
+# with three heads): those after their own drafts and single tokens, not lookup's long quotes.
+HEADS_MAX_ROWS_CPU = 4
+
+
+def heads_max_rows(device_type: str) -> int:
+    """Most rows of a verify step the heads run in, on this device."""
+    return HEADS_MAX_ROWS if device_type == "cuda" else HEADS_MAX_ROWS_CPU
 
 
 class DraftHeads(nn.Module):

@@ -9,12 +9,14 @@ the captured step) is tested on the GPU in tests/kernels/test_decode_chain.py.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.spec.heads import HEADS_FILE, DraftHeads, load_heads, save_heads
+from engine.spec.heads import HEADS_FILE, HEADS_MAX_ROWS_CPU, DraftHeads, load_heads, save_heads
 from engine.spec.heads_train import chunk_tokens, read_corpus, train_model_heads
 from engine.spec.hybrid import MODEL, Acceptance
 from engine.types import Request, SamplingParams
@@ -155,6 +157,27 @@ def test_concurrent_requests_with_and_without_the_heads(engine):
     for (name, drafter), seq in seqs.items():
         assert seq.output_ids == expected[name], drafter
     assert seqs[("chat", "hybrid")].stats.model_drafted > 0 and seqs[("apply", "lookup")].stats.model_drafted == 0
+
+
+def test_the_heads_run_in_short_steps_on_a_cpu(engine):
+    """On a CPU the heads' rows cost compute: a step of more than HEADS_MAX_ROWS_CPU rows runs
+    without them (no guesses), a shorter one hands out the heads' guesses after every row, and its
+    greedy tokens (one lm_head GEMM with the heads' rows) are the argmax of its fp32 logits."""
+    runner = engine.runner
+    ids = engine.tokenizer.encode("def add(a, b):\n    return a + b\n")[: HEADS_MAX_ROWS_CPU + 1]
+    row = SimpleNamespace(block_table=runner.kv.allocator.allocate(runner.kv.blocks_for(64)), num_cached=0,
+                          needs_prefill=True)
+    try:
+        long = runner.launch([(row, ids)])
+        runner.collect(long)
+        assert long.head_rows is None
+        short = runner.launch([(row, ids[:HEADS_MAX_ROWS_CPU])])
+        rows, _ = runner.collect(short)
+        assert [len(g) for g in short.head_rows[0]] == [runner.model.heads.num_heads] * HEADS_MAX_ROWS_CPU
+        _, logits = runner.verify([(row, ids[:HEADS_MAX_ROWS_CPU])], logits=True)
+        assert rows[0] == logits.argmax(-1).tolist()
+    finally:
+        runner.kv.allocator.release(row.block_table)
 
 
 def test_heads_are_needed_before_they_are_used(ci_model_dir):
