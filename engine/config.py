@@ -25,8 +25,7 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
 class EngineConfig:
     model: str = DEFAULT_MODEL  # a preset name or an HF folder
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    # auto: bf16 on CUDA, and on a CPU with bf16 matrix units (AMX); else fp32 | float32 | bfloat16 | float16
-    dtype: str = "auto"
+    dtype: str = "auto"  # auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16
     # Prompt + output tokens of one sequence; 0 = the model's own context (max_position_embeddings:
     # 32768 for the Qwen2.5-Coder presets, 8192 for SmolLM2); more than the model's is refused.
     max_model_len: int = 0
@@ -133,8 +132,7 @@ class EngineConfig:
     @property
     def torch_dtype(self) -> torch.dtype:
         if self.dtype == "auto":
-            cpu = self.torch_device.type == "cpu"
-            return torch.bfloat16 if not cpu or cpu_multiplies_bf16() else torch.float32
+            return torch.float32 if self.torch_device.type == "cpu" else torch.bfloat16
         return DTYPES[self.dtype]
 
     @classmethod
@@ -149,14 +147,6 @@ class EngineConfig:
             values[f.name] = _parse(f.type, raw, ENV[f.name])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
-
-
-def cpu_multiplies_bf16() -> bool:
-    """Whether this CPU has bf16 matrix units (Intel AMX). There a bf16 matmul of 16 rows costs
-    about what one row does and reads half the bytes of fp32, so a verify block of 16 tokens costs
-    about a decode step (the 1.5B on a 2-core Xeon: 16-token verify steps 3.1x faster than fp32,
-    bench/RESULTS.md); without them bf16 is emulated and slower than fp32."""
-    return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
 
 
 ENV = {f.name: "EDITAPPLY_" + f.name.upper() for f in fields(EngineConfig)}

@@ -4,22 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine import config
 from engine.loader import registry
 
 CI_MODEL = "smollm2-135m"
-
-# Tests run fp32 on every CPU: outputs are checked against plain decoding in fp32, and a CI host
-# with AMX would otherwise get bf16 (engine.config.cpu_multiplies_bf16). The variable reaches the
-# servers and editors the tests start; the fixture below, the engines built in this process.
-os.environ.setdefault("EDITAPPLY_DTYPE", "float32")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def fp32_on_every_cpu():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config, "cpu_multiplies_bf16", lambda: False)
-        yield
 
 
 def pytest_collection_modifyitems(config, items):
