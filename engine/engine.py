@@ -111,18 +111,19 @@ def freeze_loaded_objects() -> None:
         atexit.register(gc.unfreeze)
 
 
-def default_draft_model(paired: str, device_type: str, heads_trained: bool) -> str:
-    """The draft model a `hybrid`/`draft` engine runs when EDITAPPLY_DRAFT_MODEL is empty: on a
-    GPU the target's own draft heads if they were trained (on the H200 the 1.5B's hybrid made RAG
-    and chat answers 30% and 27% faster than lookup with its heads, -6% to -9% and -12% to +6% with
-    its 0.5B pair, whose token costs most of a verify step), else the preset's paired model (on a
-    CPU every fed token costs compute and the heads' few accepted guesses do not pay; the 0.5B's
-    do: bench/RESULTS.md "Draft heads").
+def default_draft_model(paired: str, heads_trained: bool, flat_verify: bool) -> str:
+    """The draft model a `hybrid`/`draft` engine runs when EDITAPPLY_DRAFT_MODEL is empty. Where a
+    verify step of a few tokens costs about a one-token step (`flat_verify`: a GPU, or bf16 on a
+    CPU with AMX units), the target's own draft heads if they were trained: against lookup on the
+    H200 RAG +25-30% and chat +21-27% with them, -6% to -9% and -12% to +6% with the 0.5B pair,
+    whose token costs most of a verify step; on a 2-core Xeon in bf16 +13% and +25%, the 0.5B -1%
+    and +34%. Else the preset's paired model: on a CPU in fp32 every fed token costs compute and
+    the heads' few accepted guesses do not pay, the 0.5B's do (bench/RESULTS.md "Draft heads").
 
-    Example: ("qwen2.5-coder-0.5b", "cuda", True) -> "heads"; ("qwen2.5-coder-0.5b", "cpu", True) ->
-    "qwen2.5-coder-0.5b"; ("", "cuda", False) -> "" (nothing to draft with).
+    Example: ("qwen2.5-coder-0.5b", True, True) -> "heads"; ("qwen2.5-coder-0.5b", True, False) ->
+    "qwen2.5-coder-0.5b"; ("", False, True) -> "" (nothing to draft with).
     """
-    if device_type == "cuda" and heads_trained:
+    if flat_verify and heads_trained:
         return HEADS_MODEL
     return paired
 
@@ -149,8 +150,9 @@ class LLMEngine:
         name = self.cfg.draft_model
         if not name and self.cfg.drafter in MODEL_DRAFTERS:
             preset = PRESETS.get(self.cfg.model)
-            name = default_draft_model(preset.draft if preset else "", self.cfg.torch_device.type,
-                                       heads_path(self.runner.folder).is_file())
+            flat_verify = self.runner.device.type == "cuda" or self.runner.dtype == torch.bfloat16
+            name = default_draft_model(preset.draft if preset else "", heads_path(self.runner.folder).is_file(),
+                                       flat_verify)
             if not name:
                 raise ValueError(f"drafter {self.cfg.drafter!r} needs a draft model: {self.cfg.model!r} has no "
                                  "paired one and no trained draft heads, so set EDITAPPLY_DRAFT_MODEL (a preset "

@@ -296,11 +296,12 @@ def test_catch_up_is_priced_from_the_measured_prefill_cost(engine):
 
 
 def test_the_default_draft_model_follows_the_device_and_the_heads():
-    """EDITAPPLY_DRAFT_MODEL empty: trained heads on a GPU, else the preset's pair."""
-    assert default_draft_model("qwen2.5-coder-0.5b", "cuda", heads_trained=True) == "heads"
-    assert default_draft_model("qwen2.5-coder-0.5b", "cuda", heads_trained=False) == "qwen2.5-coder-0.5b"
-    assert default_draft_model("qwen2.5-coder-0.5b", "cpu", heads_trained=True) == "qwen2.5-coder-0.5b"
-    assert default_draft_model("", "cpu", heads_trained=False) == ""
+    """EDITAPPLY_DRAFT_MODEL empty: trained heads where a few tokens verify for the price of one
+    (a GPU, a CPU in bf16), else the preset's pair."""
+    assert default_draft_model("qwen2.5-coder-0.5b", heads_trained=True, flat_verify=True) == "heads"
+    assert default_draft_model("qwen2.5-coder-0.5b", heads_trained=False, flat_verify=True) == "qwen2.5-coder-0.5b"
+    assert default_draft_model("qwen2.5-coder-0.5b", heads_trained=True, flat_verify=False) == "qwen2.5-coder-0.5b"
+    assert default_draft_model("", heads_trained=False, flat_verify=False) == ""
 
 
 def test_bad_setups_get_clear_errors(ci_model_dir, draft_dir, tmp_path, engine):
