@@ -113,12 +113,13 @@ def freeze_loaded_objects() -> None:
 
 def default_draft_model(paired: str, heads_trained: bool, flat_verify: bool) -> str:
     """The draft model a `hybrid`/`draft` engine runs when EDITAPPLY_DRAFT_MODEL is empty. Where a
-    verify step of a few tokens costs about a one-token step (`flat_verify`: a GPU, or bf16 on a
-    CPU with AMX units), the target's own draft heads if they were trained: against lookup on the
-    H200 RAG +25-30% and chat +21-27% with them, -6% to -9% and -12% to +6% with the 0.5B pair,
-    whose token costs most of a verify step; on a 2-core Xeon in bf16 +13% and +25%, the 0.5B -1%
-    and +34%. Else the preset's paired model: on a CPU in fp32 every fed token costs compute and
-    the heads' few accepted guesses do not pay, the 0.5B's do (bench/RESULTS.md "Draft heads").
+    verify step of a few tokens costs about a one-token step (`flat_verify`: a GPU, or a CPU in
+    bf16, made for one with AMX units), the target's own draft heads if they were trained: against
+    lookup on the H200 RAG +25-30% and chat +21-27% with them, -6% to -9% and -12% to +6% with the
+    0.5B pair, whose token costs most of a verify step; on a 2-core Xeon in bf16 +13% and +25%, the
+    0.5B -1% and +34%. Else the preset's paired model: on a CPU in fp32 every fed token costs
+    compute and the heads' few accepted guesses do not pay, the 0.5B's do (bench/RESULTS.md
+    "Draft heads").
 
     Example: ("qwen2.5-coder-0.5b", True, True) -> "heads"; ("qwen2.5-coder-0.5b", True, False) ->
     "qwen2.5-coder-0.5b"; ("", False, True) -> "" (nothing to draft with).

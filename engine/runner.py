@@ -60,6 +60,7 @@ class ModelRunner:
         # target has); None = the whole vocabulary. Set before any graph is captured.
         self.vocab_limit: int | None = None
         self.wait_seconds = 0.0  # host time blocked on the greedy tokens' copy (engine.StepTimes)
+        self.heads_max_rows = heads_max_rows(self.device.type)  # the draft heads' steps, once attached
         self.graphs = None
         # int4 hands out its full-precision window on the host at each write, which a graph cannot replay.
         if self.device.type == "cuda" and not cfg.enforce_eager and cfg.kv_dtype != "int4":
@@ -72,7 +73,6 @@ class ModelRunner:
         if self.graphs is not None and (self.graphs.graphs or self.graphs.chains):
             raise RuntimeError("attach draft heads before any CUDA graph is captured")
         self.model.heads = heads
-        self.heads_max_rows = heads_max_rows(self.device.type)
 
     def _window_blocks(self) -> int:
         """int4's full-precision pool (engine/kv_int4.py): every block a step can write (a full prompt

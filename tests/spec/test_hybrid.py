@@ -295,7 +295,7 @@ def test_catch_up_is_priced_from_the_measured_prefill_cost(engine):
         model.prefill_cost = measured
 
 
-def test_the_default_draft_model_follows_the_device_and_the_heads():
+def test_the_default_draft_model_follows_the_dtype_and_the_heads():
     """EDITAPPLY_DRAFT_MODEL empty: trained heads where a few tokens verify for the price of one
     (a GPU, a CPU in bf16), else the preset's pair."""
     assert default_draft_model("qwen2.5-coder-0.5b", heads_trained=True, flat_verify=True) == "heads"
