@@ -43,8 +43,8 @@ class EngineConfig:
     drafter: str = "lookup"  # lookup | hybrid | draft | ngram-earliest | pld | none
     # The draft model of the `hybrid` and `draft` drafters (engine/spec/hybrid.py): a preset or
     # folder with the target's tokenizer, or "heads" (the target's own, engine/spec/heads.py); empty =
-    # the heads where they were trained and the model runs in bf16 (a GPU; a CPU set to bf16), else
-    # the preset's pair (the 1.5B's is the 0.5B; engine.engine.default_draft_model).
+    # the heads where they were trained, on a GPU or a CPU set to bf16, else the preset's pair (the
+    # 1.5B's is the 0.5B; engine.engine.default_draft_model).
     draft_model: str = ""
     # D: most tokens the draft model proposes per step (0 = engine/spec/hybrid.py's default, chosen
     # by measurement); the step-cost model may run fewer.
