@@ -32,8 +32,8 @@ def test_chained_tokens_equal_eager_steps(tiny_model, rows):
 def test_draft_heads_in_the_graph_equal_eager_ones(tiny_model, rows):
     """The target's draft heads (engine/spec/heads.py) run inside the captured verify step: the
     graph's greedy tokens and the heads' guesses, read back once per step, equal an eager
-    forward's (greedy tokens from the logits, the heads' from `CausalLM.head_tokens`), padded
-    and idle rows left out. On the CPU both runners are eager."""
+    forward's (`CausalLM.greedy_rows` outside a graph), padded and idle rows left out. On the CPU both runners are eager, and run the heads in steps of at most
+    4 rows."""
     from engine.spec.heads import DraftHeads
     from types import SimpleNamespace
 
@@ -58,7 +58,10 @@ def test_draft_heads_in_the_graph_equal_eager_ones(tiny_model, rows):
         rows_out, _ = runner.collect(flight)
         out.append((rows_out, flight.head_rows))
     assert out[0] == out[1]
-    assert all(len(guesses) == len(feed) and all(len(g) == 3 for g in guesses)
-               for guesses, (_, feed) in zip(out[0][1], batch))
+    if sum(len(feed) for _, feed in batch) > graphs.heads_max_rows:
+        assert out[0][1] is None  # on a CPU the heads skip steps of more than 4 rows (engine/spec/heads.py)
+    else:
+        assert all(len(guesses) == len(feed) and all(len(g) == 3 for g in guesses)
+                   for guesses, (_, feed) in zip(out[0][1], batch))
     if DEVICE == "cuda":
         assert graphs.graphs.graphs  # the step ran as a graph
