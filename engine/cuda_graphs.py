@@ -23,7 +23,6 @@ import torch
 
 from engine.kv_cache import fill_slot_tables
 from engine.models.transformer import AttentionMetadata
-from engine.spec.heads import HEADS_MAX_ROWS
 
 WIDTH_STEP = 512
 
@@ -52,7 +51,7 @@ class _Graph:
             # [B * Tq] greedy tokens: a greedy verify step needs nothing else from the GPU. With draft
             # heads, in a step of few rows, [1 + n, B * Tq]: each row's greedy token, then every
             # head's guess after it.
-            heads = model.heads is not None and B * Tq <= HEADS_MAX_ROWS
+            heads = model.heads is not None and B * Tq <= runner.heads_max_rows  # the eager steps' rule
             rows = model.greedy_rows(self.hidden, runner.vocab_limit, heads)
             self.tokens = rows if heads else rows[0]
 

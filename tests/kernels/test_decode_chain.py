@@ -32,8 +32,8 @@ def test_chained_tokens_equal_eager_steps(tiny_model, rows):
 def test_draft_heads_in_the_graph_equal_eager_ones(tiny_model, rows):
     """The target's draft heads (engine/spec/heads.py) run inside the captured verify step: the
     graph's greedy tokens and the heads' guesses, read back once per step, equal an eager
-    forward's (`CausalLM.greedy_rows` outside a graph), padded and idle rows left out. On the CPU both runners are eager, and run the heads in steps of at most
-    4 rows."""
+    forward's (`CausalLM.greedy_rows` outside a graph), padded and idle rows left out. On the CPU
+    both runners are eager, and run the heads in steps of at most 4 rows."""
     from engine.spec.heads import DraftHeads
     from types import SimpleNamespace
 
