@@ -36,7 +36,7 @@ from engine.spec.heads import HEADS_MODEL, HeadsModel, heads_path, load_heads
 from engine.spec.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
 from engine.step_cost import StepCost
 from engine.tokenizer import IncrementalDecoder
-from engine.types import Event, Request, RequestError, check_prompt_length
+from engine.types import Event, Request, RequestError, check_prompt_length, check_score_from
 
 
 class EventCursor:
@@ -56,7 +56,8 @@ class EventCursor:
         self.sent = len(seq.tokens)
         visible = [t for t in new if t not in self.eos_ids]
         text = self.decoder.push(visible) if visible else ""
-        return Event(seq.id, new, text, seq.is_finished, seq.finish_reason, seq.stats.snapshot())
+        logprob = seq.logprob if seq.score_from is not None and seq.finish_reason == "stop" else None
+        return Event(seq.id, new, text, seq.is_finished, seq.finish_reason, seq.stats.snapshot(), logprob=logprob)
 
 
 @dataclass
@@ -195,6 +196,7 @@ class LLMEngine:
     def check_request(self, request: Request) -> None:
         """Raise RequestError if `request` can never run on this engine."""
         check_prompt_length(request.prompt_ids, self.cfg.max_model_len)
+        check_score_from(request)
         n = len(request.prompt_ids)
         if self.kv.blocks_for(n + self.cfg.verify_tokens) > self.kv.num_blocks:
             raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv.num_blocks * self.kv.block_size} tokens)",
@@ -206,6 +208,8 @@ class LLMEngine:
         if not 1 <= k <= 64:
             raise RequestError(f"verify_tokens must be in [1, 64], got {k}")
         kind = request.drafter or self.cfg.drafter
+        if request.score_from is not None:
+            return  # a score request only prefills: no drafter runs for it
         if kind not in DRAFTER_KINDS:
             raise RequestError(f"unknown drafter {request.drafter!r}; choose one of {', '.join(DRAFTER_KINDS)}")
         if kind in MODEL_DRAFTERS:
@@ -218,7 +222,7 @@ class LLMEngine:
         self.check_request(request)
         n = len(request.prompt_ids)
         kind = request.drafter or self.cfg.drafter
-        k = request.verify_tokens or self.cfg.verify_tokens
+        k = 1 if request.score_from is not None else request.verify_tokens or self.cfg.verify_tokens
         sources = dict(request.sources)
         drafter = make_drafter(kind, sources, n, self.draft_config) if k > 1 else None
         generator, seed = None, request.params.seed
@@ -279,7 +283,9 @@ class LLMEngine:
             if not plan.batch:
                 return
             if plan.prefill:
-                self.runner.forward(plan.batch, logits=False)
+                picks, owners = _score_picks(plan.batch)
+                for seq, logprob in zip(owners, self.runner.prefill(plan.batch, picks)):
+                    seq.logprob += logprob
                 self.scheduler.postprocess(plan)
                 return
             t1 = time.perf_counter()
@@ -381,3 +387,19 @@ class LLMEngine:
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         self.scheduler.finish(seq, reason)
+
+
+def _score_picks(batch) -> tuple[list[tuple[int, int]], list[Sequence]]:
+    """The (row, token) pairs of a prefill batch that score requests score -- the row of position
+    p predicts the token at p + 1 -- and each pair's sequence. Example: a prompt [a b c d] with
+    score_from 2, prefilled whole (positions 0-2; d, the last, is never fed), picks rows 1 and 2
+    for c and d."""
+    picks, owners, row = [], [], 0
+    for seq, feed in batch:
+        if seq.score_from is not None:
+            start = seq.num_cached
+            for p in range(max(start, seq.score_from - 1), start + len(feed)):
+                picks.append((row + p - start, seq.tokens[p + 1]))
+                owners.append(seq)
+        row += len(feed)
+    return picks, owners

@@ -31,6 +31,7 @@ CPU_KV_BUDGET_BYTES = 1 << 30
 # Prefill lengths `warm_prefill` runs: between them the attention's compile-time variants (split
 # or not, and the number of splits, which follow from the length) that prefills use.
 WARM_PREFILL_LENGTHS = (64, 128, 256, 512, 1024, 2048)
+SCORE_ROWS = 256  # rows of one lm_head pass when a prefill scores tokens (`prefill`)
 
 
 class ModelRunner:
@@ -158,6 +159,23 @@ class ModelRunner:
         """Run the model over `batch`, writing K/V; logits [sum(len(feed)), vocab] fp32 if asked."""
         hidden, _, keep = self._run(batch)
         return self.model.compute_logits(_rows(hidden, keep)) if logits else None
+
+    @torch.inference_mode()
+    def prefill(self, batch: list[tuple[Sequence, list[int]]], picks: list[tuple[int, int]] = ()) -> list[float]:
+        """Run a prefill plan's forward, writing K/V. With `picks` [(row, token)], the
+        log-probability of each token after its row (score requests, engine._score_picks): the
+        lm_head runs on those rows only, SCORE_ROWS at a time ([SCORE_ROWS, vocab] fp32 each)."""
+        hidden, _, keep = self._run(batch)
+        if not picks:
+            return []
+        hidden = _rows(hidden, keep)
+        rows = torch.tensor([r for r, _ in picks], dtype=torch.long, device=hidden.device)
+        tokens = torch.tensor([t for _, t in picks], dtype=torch.long, device=hidden.device)
+        out = []
+        for i in range(0, len(picks), SCORE_ROWS):
+            logits = self.model.compute_logits(hidden[rows[i : i + SCORE_ROWS]])  # [n, vocab]
+            out.append(torch.log_softmax(logits, dim=-1).gather(1, tokens[i : i + SCORE_ROWS, None])[:, 0])
+        return torch.cat(out).tolist()
 
     @torch.inference_mode()
     def verify(self, batch: list[tuple[Sequence, list[int]]], logits: bool = False,

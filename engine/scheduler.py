@@ -101,6 +101,8 @@ class Scheduler:
             shared = []
             if self.blocks.caching:
                 limit = (len(seq) - 1) // self.blocks.block_size
+                if seq.score_from is not None:  # the row before the first scored token is computed here
+                    limit = min(limit, (seq.score_from - 1) // self.blocks.block_size)
                 shared = self.blocks.lookup(self.blocks.extend_hashes(seq.chain_hashes, seq.tokens, limit)[:limit])
             need = self.blocks.blocks_for(len(seq) + seq.verify_tokens) - len(shared)
             if need > self.blocks.free_after_sharing(shared):
@@ -113,6 +115,8 @@ class Scheduler:
                 seq.stats.cached_prompt_tokens = seq.num_cached
             seq.status = Status.RUNNING
             self.running.append(self.waiting.popleft())
+            if seq.scored:  # a prefill-only request whose prompt the cache held whole
+                self.finish(seq, "stop")
 
     def prefill_batch(self) -> list[tuple[Sequence, list[int]]]:
         """Prompt chunks for sequences with uncached tokens (all but the last known token)."""
@@ -268,6 +272,8 @@ class Scheduler:
             for seq, feed in plan.batch:
                 seq.num_cached += len(feed)
                 self.publish_blocks(seq)
+                if seq.scored:
+                    self.finish(seq, "stop")
             return
         for (seq, feed), new in zip(plan.batch, accepted):
             if seq.is_finished:

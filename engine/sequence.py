@@ -109,6 +109,10 @@ class Sequence:
         self.status = Status.WAITING
         self.finish_reason: str | None = None
         self.stats = Stats(prompt_tokens=self.prompt_len)
+        # A score request (Request.score_from): it ends once its prompt is prefilled, with the
+        # summed log-probability of the scored tokens.
+        self.score_from = request.score_from
+        self.logprob = 0.0
         self.text_len_checked = 0  # for stop strings
 
     def __len__(self) -> int:
@@ -119,6 +123,11 @@ class Sequence:
         """True while tokens before the last one are missing from the cache (the last known token
         is always fed by a verify step, together with the draft that follows it)."""
         return self.num_cached < len(self.tokens) - 1
+
+    @property
+    def scored(self) -> bool:
+        """A score request whose prompt is prefilled: every scored token has its log-probability."""
+        return self.score_from is not None and not self.needs_prefill
 
     @property
     def output_ids(self) -> list[int]:

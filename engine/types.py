@@ -60,6 +60,10 @@ class Request:
     verify_tokens: int | None = None  # per-request K; None = the engine's
     drafter: str | None = None  # per-request drafter kind; None = the engine's
     request_id: str | None = None
+    # Teacher-forced scoring: the summed log-probability of prompt_ids[score_from:] given the
+    # tokens before them comes back in the last Event's `logprob`; nothing is generated. A prompt
+    # whose head another request has prefilled reads that head's K/V from the prefix cache.
+    score_from: int | None = None
 
 
 class RequestError(ValueError):
@@ -78,6 +82,14 @@ def check_prompt_length(prompt_ids: list[int], max_model_len: int) -> None:
         raise RequestError("empty prompt")
     if n + 1 > max_model_len:
         raise RequestError(f"prompt is {n} tokens; the context limit is {max_model_len}", "context_length_exceeded")
+
+
+def check_score_from(request: Request) -> None:
+    """Raise RequestError for a score request whose `score_from` is not a position in [1, len(prompt)]
+    (the first token has no context to be scored in; len(prompt) scores nothing, a prefill only)."""
+    s, n = request.score_from, len(request.prompt_ids)
+    if s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= n):
+        raise RequestError(f"score_from must be in [1, {n}] (the prompt's length), got {s!r}")
 
 
 @dataclass(frozen=True)
@@ -152,3 +164,4 @@ class Event:
     finish_reason: str | None
     stats: GenerationStats
     error: str | None = None
+    logprob: float | None = None  # a score request's result (`Request.score_from`), on its last event

@@ -4,10 +4,14 @@
   editor holds it (documents.py), then send `workspace/applyEdit` with minimal text edits (only
   the changed lines, textedits.py) against the version the request started from. A result that
   fails validation is offered with `window/showMessageRequest` ("Apply anyway" / "Cancel") and
-  applied only on "Apply anyway". Returns `{applied, edits, uri, version, path, diff, validation,
-  stats, usage}` (`path`: which path served it, deterministic or model; `edits`: text edits sent).
+  applied only on "Apply anyway". A snippet that can be read several ways, none chosen (by the
+  model, or in deterministic mode), is refused with its `readings`; the server asks which one
+  (`window/showMessageRequest`), or returns them for the client to show (`pickReadings`) and
+  apply with `applyMerged`. Returns `{applied, edits, uri, version, path, diff, validation,
+  stats, usage, readings}` (`path`: which path served it: deterministic, ranked or model;
+  `edits`: text edits sent; `readings`: `{label, diff, merged, logprob}` each).
 * `editapply.preview {uri, snippet?, instruction?, mode?}`: the same run, nothing applied; returns
-  `{uri, version, merged, diff, validation, stats, usage}`.
+  `{uri, version, merged, diff, validation, stats, usage, readings}`.
 * `editapply.applyMerged {uri, version, merged}`: take a previewed text as is (no merge, no
   validation), still version checked; the document must be open.
 
@@ -29,6 +33,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, Plan, apply_edit, prepare
+from engine.types import EngineUnavailable
 from lsp_server import documents, errors
 from lsp_server.arguments import parse_args
 from lsp_server.documents import ApplyRun, Snapshot
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 
 APPLY, PREVIEW, APPLY_MERGED = "editapply.apply", "editapply.preview", "editapply.applyMerged"
 APPLY_ANYWAY, CANCEL = "Apply anyway", "Cancel"
+READING_TITLE = 100  # characters of a reading's label on a button
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,13 @@ async def run_pipeline(ls: EditApplyServer, snap: Snapshot, a: ApplyArgs, verb: 
     if result is not None:
         return result
     async with ModelProgress(ls, f"editapply: {verb} {snap.path or snap.uri}") as progress:
-        result = await ls.engine().apply(req, plan, progress.report, progress.status)
+        try:
+            result = await ls.engine().apply(req, plan, progress.report, progress.status)
+        except EngineUnavailable:
+            if plan.path != "rank":
+                raise
+            # No model to rank an ambiguous snippet's readings: they are still the user's to pick.
+            result = await asyncio.to_thread(apply_edit, None, req, plan=plan)
         progress.done(summary(result))
     return result
 
@@ -82,6 +94,10 @@ def _plan(req: ApplyRequest) -> tuple[Plan, ApplyResult | None]:
 
 def summary(result: ApplyResult) -> str:
     verdict = "validation ok" if result.ok else "validation failed"
+    if result.path == "ranked":
+        return f"the model chose among {len(result.readings)} readings · {verdict}"
+    if result.readings:
+        return f"{len(result.readings)} readings to choose from"
     if result.path != "model":
         return f"deterministic merge · {verdict}"
     s = result.stats
@@ -96,6 +112,20 @@ async def confirm(ls: EditApplyServer, snap: Snapshot, result: ApplyResult) -> b
         message=f"editapply: the edit of {snap.path or snap.uri} failed validation: {reasons}",
         actions=[types.MessageActionItem(APPLY_ANYWAY), types.MessageActionItem(CANCEL)])))
     return answer is not None and answer.title == APPLY_ANYWAY
+
+
+async def pick_reading(ls: EditApplyServer, snap: Snapshot, result: ApplyResult) -> str | None:
+    """Ask which reading of an ambiguous snippet to apply (`window/showMessageRequest`, for
+    clients that do not show a result's readings themselves: `pickReadings`); its merged text,
+    or None."""
+    titles = [f"{n}: {r.label}" if len(r.label) <= READING_TITLE else f"{n}: {r.label[:READING_TITLE - 3]}..."
+              for n, r in enumerate(result.readings, 1)]
+    answer = await asyncio.shield(ls.window_show_message_request_async(types.ShowMessageRequestParams(
+        type=types.MessageType.Warning,
+        message=f"editapply: the snippet can be read {len(titles)} ways in {snap.path or snap.uri}; which is meant?",
+        actions=[types.MessageActionItem(t) for t in titles] + [types.MessageActionItem(CANCEL)])))
+    chosen = titles.index(answer.title) if answer is not None and answer.title in titles else None
+    return None if chosen is None else result.readings[chosen].merged_code
 
 
 async def send_edit(ls: EditApplyServer, run: ApplyRun, snap: Snapshot, new_text: str, label: str) -> int:
@@ -128,8 +158,10 @@ async def send_edit(ls: EditApplyServer, run: ApplyRun, snap: Snapshot, new_text
 
 def _result(snap: Snapshot, result: ApplyResult) -> dict:
     d = result.as_dict()
+    readings = [{"label": r["label"], "diff": r["diff"], "merged": r["merged_code"], "logprob": r["logprob"]}
+                for r in d["readings"]]
     return {"uri": snap.uri, "version": snap.version, "diff": d["diff"], "validation": d["validation"],
-            "stats": d["stats"], "usage": d["usage"]}
+            "stats": d["stats"], "usage": d["usage"], "readings": readings}
 
 
 def register(server: EditApplyServer) -> None:
@@ -142,8 +174,15 @@ def register(server: EditApplyServer) -> None:
             snap = documents.snapshot(ls, a.uri)
             result = await run_pipeline(ls, snap, a, "apply")
             out = {"applied": False, "path": result.path, **_result(snap, result)}
-            if result.ok or await confirm(ls, snap, result):
-                out["edits"] = await send_edit(ls, run, snap, result.merged_code, f"editapply: apply to {snap.path or snap.uri}")
+            label = f"editapply: apply to {snap.path or snap.uri}"
+            if result.ok:
+                text = result.merged_code
+            elif result.readings:  # ambiguous: the client picks (pickReadings), or the server asks
+                text = None if ls.settings.pick_readings else await pick_reading(ls, snap, result)
+            else:
+                text = result.merged_code if await confirm(ls, snap, result) else None
+            if text is not None:
+                out["edits"] = await send_edit(ls, run, snap, text, label)
                 out["applied"] = True
             return out
         except asyncio.CancelledError:

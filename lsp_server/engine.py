@@ -141,14 +141,15 @@ class LocalEngine:
         job = await asyncio.to_thread(build_job, plan, service.tokenizer, service.cfg.max_model_len, form,
                                       req.max_tokens, req.use_prediction)
         if on_status is not None:
-            on_status(f"prefilling {job.prompt_tokens} prompt tokens")
+            on_status("ranking the readings" if job is None else f"prefilling {job.prompt_tokens} prompt tokens")
         loop = asyncio.get_running_loop()
         tracked, cancel = _TrackedService(service), threading.Event()
         text: list[str] = []
 
         def progress(p: Progress) -> None:  # engine thread -> event loop, in order
             text.append(p.text)
-            run = RunProgress("".join(text), p.tokens, p.steps, p.tokens_per_second, p.accepted_per_step, job.max_tokens)
+            run = RunProgress("".join(text), p.tokens, p.steps, p.tokens_per_second, p.accepted_per_step,
+                              job.max_tokens if job else 0)
             loop.call_soon_threadsafe(on_progress, run)
 
         work = loop.run_in_executor(None, lambda: apply_edit(tracked, req, progress, cancel, plan=plan, job=job))

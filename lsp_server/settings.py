@@ -15,6 +15,7 @@ VS Code sends a namespaced configuration):
 | `mode` | `auto` | `auto`, `model` or `deterministic` (see engine/apply/pipeline.py) |
 | `promptForm` | `null` (= `draft`) | `draft` or `rewrite`: the apply prompt's form on the model path |
 | `maxTokens` | `null` (= the expected answer's size plus a margin; 512 for ask) | cap on generated tokens |
+| `pickReadings` | `false` | the client shows an ambiguous snippet's readings itself (a pick list) and applies the chosen one with `editapply.applyMerged`; without it the server asks with `window/showMessageRequest` |
 
 A bad value is not fatal (jedi-language-server's rule): `parse` returns the defaults for it and a
 message naming the key, the value and the default used, which the server shows with
@@ -34,7 +35,8 @@ ENGINES = ("local", "remote")
 SECTION = "editapply"
 # camelCase key -> field name
 KEYS = {"engine": "engine", "model": "model", "backend": "backend", "vllmUrl": "vllm_url", "engineUrl": "engine_url",
-        "apiKey": "api_key", "mode": "mode", "promptForm": "prompt_form", "maxTokens": "max_tokens"}
+        "apiKey": "api_key", "mode": "mode", "promptForm": "prompt_form", "maxTokens": "max_tokens",
+        "pickReadings": "pick_readings"}
 BACKENDS = ("engine", "vllm")
 
 
@@ -49,6 +51,7 @@ class Settings:
     mode: str = "auto"
     prompt_form: str | None = None
     max_tokens: int | None = None
+    pick_readings: bool = False
 
     def engine_key(self) -> tuple:
         """What identifies the engine these settings ask for: a change means a new engine client."""
@@ -111,6 +114,8 @@ def _check(key: str, value: Any) -> tuple[Any, str | None]:
         return (value, None) if value in MODES else (None, f"must be one of {', '.join(MODES)}")
     if key == "promptForm":
         return (value, None) if value in FORMS else (None, f"must be one of {', '.join(FORMS)}")
+    if key == "pickReadings":
+        return (value, None) if isinstance(value, bool) else (None, "must be true or false")
     if key == "maxTokens":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
         return (value, None) if ok else (None, "must be a positive integer")

@@ -119,7 +119,8 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
         limits.check_context(req, tokenizer, cfg.max_model_len)
     form = req.prompt_form or DEFAULT_PROMPT_FORM
     job = build_job(plan, tokenizer, cfg.max_model_len, form, req.max_tokens, req.use_prediction)
-    err.print(f"{plan.reason}: the model writes the file", markup=False, highlight=False, soft_wrap=True, style="dim")
+    doing = "the model ranks the readings" if job is None else "the model writes the file"
+    err.print(f"{plan.reason}: {doing}", markup=False, highlight=False, soft_wrap=True, style="dim")
     name = os.path.basename(str(cfg.model).rstrip('/'))
     doing = f"connecting to vLLM at {cfg.vllm_url}" if cfg.vllm_url else f"starting vLLM for {name}" \
         if cfg.backend == "vllm" else f"loading {name}"
@@ -131,6 +132,9 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
         if engine.cfg.max_model_len != cfg.max_model_len:  # a vLLM server's own context decides
             limits.check_context(req, tokenizer, engine.cfg.max_model_len)
             job = build_job(plan, tokenizer, engine.cfg.max_model_len, form, req.max_tokens, req.use_prediction)
+        if job is None:
+            with err.status("ranking the readings"):
+                return apply_edit(engine, req, plan=plan)
         first = Text(f"prefilling {job.prompt_tokens} prompt tokens ...", style="dim")
         with Live(first, console=err, transient=True, refresh_per_second=8) as live:
             return apply_edit(engine, req, on_progress=lambda p: live.update(_progress_line(p, job.max_tokens)),

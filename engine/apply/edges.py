@@ -15,15 +15,16 @@ import itertools
 import re
 
 from engine.apply.anchor import OriginalIndex, definition, is_trivial, normalize
-from engine.apply.confidence import IMPLIED_MARKER, NEW_ENDING, Doubt
+from engine.apply.confidence import IMPLIED_MARKER, Choices, Doubt
 from engine.apply.fuzzy import similarity
-from engine.apply.scope import drops_definitions, open_construct, replaces_ending
+from engine.apply.scope import block_end, drops_definitions, open_construct, replaces_ending, statements
 from engine.apply.text import indent_of
 
 EXTEND_THRESHOLD = 0.75  # similarity for a changed edge line to replace its neighbour
 PROSE_THRESHOLD = 0.5  # the same for two comment or string lines opened alike (`_threshold`)
 _PROSE = re.compile(r'^(?:"""|\'\'\'|///|//|/\*|#|--|"|\')')
 WHOLE_FILE_SLACK = 2  # blank lines a whole-file snippet may leave out at each end
+FEW = 3  # statements a reading past an open snippet end may delete beyond those it writes there
 
 
 def whole_file(index: OriginalIndex, lines: list[str], i: int, start: int, k: int, end: int) -> bool:
@@ -37,79 +38,81 @@ def whole_file(index: OriginalIndex, lines: list[str], i: int, start: int, k: in
     return max(top_gap, bottom_gap) <= WHOLE_FILE_SLACK and not any(line.strip() for line in dropped)
 
 
-def head_edge(lines: list[str], index: OriginalIndex, i: int, start: int, lo: int, open_top: bool, doubt: Doubt) -> None:
-    """The doubts about the code above the segment's first anchor, which is kept.
-
-    Above a marker it is what the marker stands for. Without one (a snippet that starts
-    mid-file), the marker is implied: the snippet shows no line of that code, so nothing says it
-    is deleted. Unanchored snippet lines above the anchor are inserted there; when code lies
-    above them, whether they were meant to replace it is not plain: an error.
+def head_edge(lines: list[str], index: OriginalIndex, i: int, start: int, lo: int, open_top: bool, doubt: Doubt,
+              choices: Choices, key: str) -> str:
+    """Where new lines above the segment's first anchor go, when the snippet starts without a
+    marker: `keep` (right above the anchor, where the snippet writes them), `top` (at the top
+    of the stretch, original line `lo`: new imports at the head of the file) or `replace` (they
+    replace the code above, when that is no bigger than they are plus FEW lines). The code
+    above is otherwise kept: above a marker it is what the marker stands for; without one the
+    marker is implied, since the snippet shows no line of it.
     """
     above = [r for r in range(lo, start) if index.lines[r].strip()]
     if not open_top or not above:
-        return
+        return "keep"
     doubt.note("implied_marker", f"no elision marker before the snippet, but it anchors at original line {start + 1}: "
                "the code above is kept", IMPLIED_MARKER)
-    if any(line.strip() for line in lines[:i]):
-        doubt.error("uncertain_edge", f"the snippet starts with {i} new line(s) above original line {start + 1} and has "
-                    "no marker before them: they are inserted and the code above is kept, but they may have been "
-                    "meant to replace it")
+    new = [line for line in lines[:i] if line.strip()]
+    if not new:
+        return "keep"
+    first = f"the snippet's first {len(new)} line(s), new, with no marker before them"
+    options = {"keep": f"{first} go right above original line {start + 1}, where the snippet anchors",
+               "top": f"{first} go {'at the top of the file' if lo == 0 else f'above original line {lo + 1}'}, "
+                      f"above original lines {lo + 1}-{start}, which are kept"}
+    if statements([index.lines[r] for r in above]) <= statements(new) + FEW:
+        options["replace"] = f"{first} replace original lines {lo + 1}-{start}"
+    return choices.pick(key, options)
 
 
 def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: int, hi: int, open_bottom: bool,
-               doubt: Doubt) -> int:
-    """Where the segment ends, and the doubts about the code below its last anchor.
+               doubt: Doubt, choices: Choices, key: str) -> int:
+    """Where the segment ends: the code below its last anchor is kept (above a marker it is what
+    the marker stands for), except
 
-    Above a marker that code is kept, as at the head. Without one, new last lines (`lines[k:]`)
-    replace what lies between the anchor and the end of a construct the snippet opened (at or
-    after original line `shown`, `scope.py`), or between the anchor and the file's last lines
-    when the segment ends with them (`_file_end`); otherwise the marker is implied, and new last
-    lines make the reading doubtful as at the head.
+    * new last lines that close a construct the snippet opened (at or after original line
+      `shown`) with its own closer replace the rest of it: the snippet shows it whole
+      (`scope.py`);
+    * at a snippet end without a marker, the code below may be deleted (or replaced by the new
+      last lines) up to the end of the block the last anchor is in, of the construct the snippet
+      opened, or of the file -- each a choice (`Choices`), offered when it deletes no
+      definition and at most FEW lines more than the new lines write. The first option keeps the
+      code (an implied marker: chat answers often leave the last marker out).
     """
-    new = any(line.strip() for line in lines[k:])
+    new = [line for line in lines[k:] if line.strip()]
     if not any(index.lines[r].strip() for r in range(end, hi)):
         return end
+    construct = None
     if new and index.text is not None:
         construct = open_construct(index.text, index.lines, index.language, shown, end, hi)
         if construct and replaces_ending(list(index.lines[end : construct[1]]), lines[k:],
-                                         indent_of(index.lines[construct[0]]), closed_only=not open_bottom):
+                                         indent_of(index.lines[construct[0]]), closed_only=True):
             first, last = construct
-            doubt.note("construct_ending", f"the snippet shows original lines {first + 1}-{end} and new last lines with no "
-                       f"marker after them: they replace the rest of that construct (original lines {end + 1}-{last})",
-                       NEW_ENDING)
-            end, new = last, False
+            doubt.note("construct_ending", f"the snippet shows original lines {first + 1}-{end} and new last lines that "
+                       f"close that construct: they replace the rest of it (original lines {end + 1}-{last})")
+            end, new, construct = last, [], None
             if not open_bottom or not any(index.lines[r].strip() for r in range(end, hi)):
                 return end
     if not open_bottom:
         return end
-    if new and hi == len(index) and (last := _file_end(lines, index, k, end)) is not None:
-        doubt.note("file_end", f"the snippet has no marker after its last lines, which are the file's last lines: "
-                   f"what lies between (original lines {end + 1}-{last}) is replaced", NEW_ENDING)
-        return last
     doubt.note("implied_marker", f"no elision marker after the snippet, but it anchors at original line {end}: "
                "the code below is kept", IMPLIED_MARKER)
-    if new:
-        doubt.error("uncertain_edge", f"the snippet ends with {len(lines) - k} new line(s) below original line {end} "
-                    "and has no marker after them: they are inserted and the code below is kept, but they may have "
-                    "been meant to replace it")
-    return end
-
-
-def _file_end(lines: list[str], index: OriginalIndex, k: int, end: int) -> int | None:
-    """The end of the file when the segment's last lines equal the file's last lines (blank
-    lines aside) and what they would replace is no bigger than the new lines before them and
-    defines nothing they do not (a replacement, not a removal: `};` alone must not swallow the
-    methods above it); else None."""
-    ours = [r for r in range(k, len(lines)) if lines[r].strip()]
-    theirs = [r for r in range(end, len(index)) if index.lines[r].strip()]
-    same = 0
-    while same < min(len(ours), len(theirs)) and normalize(lines[ours[-1 - same]]) == index.normal[theirs[-1 - same]]:
-        same += 1
-    if not same or len(theirs) - same > len(ours) - same:
-        return None
-    if drops_definitions([index.lines[r] for r in theirs], [lines[r] for r in ours]):
-        return None
-    return len(index)
+    stops = [construct[1]] if construct else []
+    anchor = next((r for r in range(end - 1, -1, -1) if index.lines[r].strip()), None)
+    if anchor is not None and index.text is not None and (inner := block_end(index.text, index.lines, index.language,
+                                                                              anchor, hi)) is not None:
+        stops.append(inner)
+    if hi == len(index) and index.text is not None:
+        stops.append(hi)
+    last = f"the snippet's last {len(new)} line(s), new," if new else "the snippet's last line"
+    options = {"keep": f"{last} with no marker after {'them' if new else 'it'}: original lines {end + 1}-{hi} below "
+                       "are kept"}
+    for stop in sorted(set(stops)):
+        gone = [index.lines[r] for r in range(end, stop) if index.lines[r].strip()]
+        if gone and statements(gone) <= statements(new) + FEW and not drops_definitions(gone, new):
+            options[f"to {stop}"] = (f"{last} {'replace' if new else 'ends'} {'the file' if stop == len(index) else 'its block'}"
+                                     f": original lines {end + 1}-{stop} are {'replaced' if new else 'deleted'}")
+    taken = choices.pick(key, options)
+    return end if taken == "keep" else int(taken.split()[1])
 
 
 def final_blank_lines(lines: list[str], index: OriginalIndex, start: int, end: int) -> list[str]:
@@ -139,23 +142,40 @@ def blank_boundaries(lines: list[str], index: OriginalIndex, i: int, start: int,
     return start, end
 
 
-def trim_blank_edges(lines: list[str], i: int, k: int) -> tuple[list[str], int, int]:
-    """Unanchored blank lines at the segment's edges (next to a marker, or an implied one) say
-    nothing: dropped. Returns the lines and the new bounds of the anchored part."""
+def trim_blank_edges(lines: list[str], index: OriginalIndex, i: int, start: int, k: int, end: int
+                     ) -> tuple[list[str], int, int]:
+    """Blank lines written at the segment's edges, next to a marker (or an implied one), are
+    the blank lines the code beyond it already has there, not new ones: unanchored blank edges
+    say nothing and are dropped, and blank lines between the marker and new lines count only
+    beyond those the original has at that join (a blank after `// ... existing code ...` above a
+    new method joins the blank line that ends the elided code: one, not two). Returns the lines
+    and the new bounds of the anchored part."""
     if not any(l.strip() for l in lines[k:]):
         lines = lines[:k]
+    else:
+        drop = min(_blank_run(reversed(lines[k:])), _blank_run(index.lines[end:]))
+        lines = lines[: len(lines) - drop]
     if not any(l.strip() for l in lines[:i]):
         lines, i, k = lines[i:], 0, k - i
+    else:
+        drop = min(_blank_run(lines[:i]), _blank_run(reversed(index.lines[:start])))
+        lines, i, k = lines[drop:], i - drop, k - drop
     return lines, i, k
 
 
-def extend(lines, index, at, orig, limit, step):
+def _blank_run(lines) -> int:
+    """How many blank lines `lines` starts with."""
+    return sum(1 for _ in itertools.takewhile(lambda line: not line.strip(), lines))
+
+
+def extend(lines, index, at, orig, limit, step, similar: bool = True):
     """Let changed edge lines next to an anchor replace the original lines they resemble.
 
     Moves outward from segment line `at` / original line `orig` (exclusive bounds on the tail
-    side, `step` +1) while the next pair is equal up to whitespace or similar enough; never over a
-    blank line (a blank usually separates a new definition from its neighbour, which must stay).
-    Returns the new bounds and whether a merely similar line was taken.
+    side, `step` +1) while the next pair is equal up to whitespace or (with `similar`) similar
+    enough; never over a blank line (a blank usually separates a new definition from its
+    neighbour, which must stay). Returns the new bounds and whether a merely similar line was
+    taken.
     """
     fuzzy = False
     edge = at if step < 0 else at - 1  # the anchor's outermost line (none for an empty anchor)
@@ -167,7 +187,8 @@ def extend(lines, index, at, orig, limit, step):
             return at, orig, fuzzy
         a, b = lines[s], index.lines[o]
         if index.level(a, o) is None:
-            if is_trivial(a) or indent_of(a) != indent_of(b) or similarity(a, b) < _threshold(a, b) or _elsewhere(a, b, index):
+            if (not similar or is_trivial(a) or indent_of(a) != indent_of(b) or similarity(a, b) < _threshold(a, b)
+                    or _elsewhere(a, b, index)):
                 return at, orig, fuzzy
             fuzzy = True
         at, orig = at + step, orig + step

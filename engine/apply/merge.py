@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.apply.anchor import LEVELS, OriginalIndex
-from engine.apply.confidence import PARTIAL
+from engine.apply.confidence import PARTIAL, Choices
 from engine.apply.errors import Problem
 from engine.apply.languages import resolve_language
 from engine.apply.placement import Failure, Placement, place
@@ -84,17 +84,23 @@ class MergeResult:
         return split_lines(self.text).lines[at : at + report.written]
 
 
-def merge(original: str, snippet: str | Snippet, language: str | None = None, path: str | None = None) -> MergeResult:
+def merge(original: str, snippet: str | Snippet, language: str | None = None, path: str | None = None,
+          choices: Choices | None = None) -> MergeResult:
     """Merge `snippet` (text, or an already parsed `Snippet`) into `original`; `path`, the
-    file's name, picks its blocks out of a chat answer with code for several files.
+    file's name, picks its blocks out of a chat answer with code for several files. At each
+    decision point the option `choices` fixes, else the first (`readings.explore` runs them all).
 
     Raises `EmptySnippetError` / `MarkerOnlySnippetError` for snippets with nothing to apply.
     """
     language = resolve_language(language) or language
     if not isinstance(snippet, Snippet):
         snippet = parse_snippet(snippet, language, original=original, path=path)
+    choices = choices if choices is not None else Choices()
+    kept = [int(key.split("@")[1]) for key, name in choices.fixed.items() if key.startswith("gap@") and name == "keep"]
+    if kept:
+        snippet = snippet.split(kept)
     orig = split_lines(original)
-    outcomes = place(snippet, OriginalIndex(orig.lines, original, language))
+    outcomes = place(snippet, OriginalIndex(orig.lines, original, language), choices)
     placed = [o for o in outcomes if isinstance(o, Placement)]
     failed = [o for o in outcomes if isinstance(o, Failure)]
     text = _splice(orig, placed, snippet)

@@ -72,9 +72,12 @@ def _margin(expected: int, instruction_only: bool) -> int:
 
 
 def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | None = None,
-              use_prediction: bool = True, default_cap: int | None = None) -> ModelJob:
+              use_prediction: bool = True, default_cap: int | None = None) -> ModelJob | None:
     """The engine request for `plan`; raises ContextTooLongError when it cannot fit. Without
-    `max_tokens`, the expected size plus a margin, at most `default_cap` (a server's limit)."""
+    `max_tokens`, the expected size plus a margin, at most `default_cap` (a server's limit).
+    None for a plan whose readings the model ranks: it writes nothing (`ranking.py`)."""
+    if plan.path == "rank":
+        return None
     req = plan.request
     original = lf(req.initial_code)
     head = tail = ""

@@ -34,16 +34,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from engine.apply import limits
-from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.diff import apply_unified_diff, unified_diff
 from engine.apply.errors import (
     ApplyCancelled, ApplyError, BinaryFileError, DiffError, NeedsModelError,
     NoMatchError, Problem,
 )
 from engine.apply.languages import detect_language
-from engine.apply.merge import MergeResult, merge
+from engine.apply.merge import MergeResult
 from engine.apply.model_path import ModelJob, build_job, closed, finish
 from engine.apply.fences import excerpts
+from engine.apply.ranking import MARGIN, Ranking, rank
+from engine.apply.readings import Reading, explore
 from engine.apply.targets import Region, find_region
 from engine.apply.validate import Validation, validate
 from engine.types import GenerationStats
@@ -69,6 +70,7 @@ class ApplyRequest:
     prompt_form: str | None = None  # rewrite | draft; None = DEFAULT_PROMPT_FORM
     max_tokens: int | None = None  # None = the expected answer's size plus a margin
     use_prediction: bool = True  # False drafts from original/snippet only (to measure what the merge buys)
+    reading: int | None = None  # for an ambiguous snippet: take its reading number N (1-based, as a refusal lists them)
 
     def __post_init__(self):
         if not isinstance(self.initial_code, str):
@@ -87,6 +89,9 @@ class ApplyRequest:
         if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
                                             or self.max_tokens < 1):
             raise ApplyError(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
+        if self.reading is not None and (isinstance(self.reading, bool) or not isinstance(self.reading, int)
+                                         or self.reading < 1):
+            raise ApplyError(f"reading must be a positive integer (a reading's number), got {self.reading!r}")
 
     @classmethod
     def from_dict(cls, body: dict) -> "ApplyRequest":
@@ -102,15 +107,32 @@ class ApplyRequest:
         return {k: v for k, v in self.__dict__.items() if k == "initial_code" or v != getattr(defaults, k)}
 
 
+@dataclass(frozen=True)
+class ReadingChoice:
+    """One reading of an ambiguous snippet, as a result offers it: what it means, the file it
+    gives, its diff, and the model's log-probability of it when ranked."""
+
+    label: str
+    merged_code: str
+    diff: str
+    logprob: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "merged_code": self.merged_code, "diff": self.diff, "logprob": self.logprob}
+
+
 @dataclass
 class ApplyResult:
-    """What every front end returns; `as_dict()` is the `POST /v1/apply` response."""
+    """What every front end returns; `as_dict()` is the `POST /v1/apply` response. `readings`
+    lists the snippet's readings when it is ambiguous: the one taken first when the model chose
+    (stats `path` "ranked"), or the choices of a refusal."""
 
     merged_code: str
     diff: str
     validation: Validation
     usage: dict
     stats: dict
+    readings: tuple[ReadingChoice, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -129,13 +151,16 @@ class ApplyResult:
                                         for p in self.validation.problems]},
             "usage": dict(self.usage),
             "stats": dict(self.stats),
+            "readings": [r.as_dict() for r in self.readings],
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "ApplyResult":
         v = d["validation"]
         problems = tuple(Problem(p["name"], p["reason"], p.get("severity", "error"), p.get("line")) for p in v["problems"])
-        return cls(d["merged_code"], d["diff"], Validation(bool(v["ok"]), problems), d["usage"], d["stats"])
+        readings = tuple(ReadingChoice(r["label"], r["merged_code"], r["diff"], r.get("logprob"))
+                         for r in d.get("readings") or ())
+        return cls(d["merged_code"], d["diff"], Validation(bool(v["ok"]), problems), d["usage"], d["stats"], readings)
 
 
 @dataclass(frozen=True)
@@ -157,7 +182,7 @@ class Plan:
     request: ApplyRequest
     language: str
     kind: str  # snippet | diff | instruction
-    path: str  # deterministic | model
+    path: str  # deterministic | rank (the model ranks the readings) | model (the model writes)
     reason: str
     candidate: str | None = None  # the deterministic result (maybe partial): the predicted output
     merge_status: str = "none"  # a merge status, or diff | diff_failed | none (instruction-only)
@@ -166,11 +191,12 @@ class Plan:
     problems: tuple[Problem, ...] = ()  # the merge's or the diff's own findings
     validation: Validation | None = None  # of `candidate`
     region: Region | None = None
+    readings: tuple[Reading, ...] = ()  # several when the snippet is ambiguous (readings.py)
     started: float = field(default_factory=time.perf_counter)
 
     @property
     def needs_model(self) -> bool:
-        return self.path == "model"
+        return self.path in ("model", "rank")
 
 
 def looks_like_diff(snippet: str) -> bool:
@@ -196,15 +222,27 @@ def prepare(req: ApplyRequest) -> Plan:
         return Plan(req, language, "instruction", "model", f"instruction only: {what}", region=region)
     if looks_like_diff(snippet):
         return _plan_diff(req, language)
-    result = merge(original, snippet, language, req.path)  # raises EmptySnippetError / MarkerOnlySnippetError
+    found = explore(original, snippet, language, req.path)  # raises EmptySnippetError / MarkerOnlySnippetError
+    result, check = found.result, found.validation
+    if req.reading is not None:
+        if req.reading > max(1, len(found.readings)):
+            raise ApplyError(f"reading {req.reading} was asked for, but the snippet has "
+                             f"{len(found.readings) or 'no'} reading(s) that validate")
+        if found.ambiguous:
+            chosen = found.readings[req.reading - 1]
+            return Plan(req, language, "snippet", "deterministic", f"reading {req.reading} of {len(found.readings)}, "
+                        f"as asked: {chosen.label}", chosen.text, chosen.merge.status, chosen.merge.confidence,
+                        chosen.merge, chosen.merge.problems, chosen.validation)
     if req.mode == "deterministic" and result.status == "unmatched":
         raise NoMatchError("; ".join(p.reason for p in result.problems if p.severity == "error"))
-    check = validate(original, result, language=language)
-    trusted = result.status == "exact" and result.confidence >= HIGH_CONFIDENCE and check.ok
-    path, reason = _choose(req.mode, trusted, f"merge {result.status}, confidence {result.confidence:.2f}"
-                           + ("" if check.ok else f", validation failed: {', '.join(check.names)}"))
+    why = f"merge {result.status}, confidence {result.confidence:.2f}" + (
+        f", {len(found.readings)} readings" if found.ambiguous else
+        "" if check.ok else f", validation failed: {', '.join(check.names)}")
+    path, reason = _choose(req.mode, check.ok, why)
+    if found.ambiguous and req.mode == "auto":
+        path = "rank"
     return Plan(req, language, "snippet", path, reason, result.text, result.status, result.confidence,
-                result, result.problems, check)
+                result, result.problems, check, readings=found.readings)
 
 
 def _plan_diff(req: ApplyRequest, language: str) -> Plan:
@@ -254,6 +292,9 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
     if not plan.needs_model:
         yield _deterministic_result(plan)
         return
+    if plan.path == "rank":
+        yield _ranked_result(plan, engine)
+        return
     if engine is None:
         if req.mode == "auto" and plan.candidate is not None:
             # The merge was not trusted, so it is not an answer: shown, with its doubts, refused.
@@ -290,7 +331,9 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
     yield result
 
 
-def _deterministic_result(plan: Plan, note: Problem | None = None) -> ApplyResult:
+def _deterministic_result(plan: Plan, note: Problem | None = None, ranking: Ranking | None = None) -> ApplyResult:
+    """The merge as it is: its own result, or a refusal that offers the readings of an
+    ambiguous snippet (with the model's scores when `ranking` ran but found no clear winner)."""
     original = plan.request.initial_code
     text = plan.candidate
     problems = list(plan.validation.problems) + [p for p in plan.problems if p not in plan.validation.problems]
@@ -299,7 +342,52 @@ def _deterministic_result(plan: Plan, note: Problem | None = None) -> ApplyResul
     validation = Validation.of(problems)
     stats = _stats(plan, "deterministic", GenerationStats(), None, None, plan.started)
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
-    return ApplyResult(text, unified_diff(original, text, _label(plan.request.path)), validation, usage, stats)
+    if ranking is not None:
+        stats["ranking"] = _ranking_stats(ranking)
+        usage["prompt_tokens"] = ranking.prompt_tokens + ranking.scored_tokens
+    return ApplyResult(text, unified_diff(original, text, _label(plan.request.path)), validation, usage, stats,
+                       _choices(plan, ranking))
+
+
+def _ranked_result(plan: Plan, engine) -> ApplyResult:
+    """The reading the model prefers by a clear margin (`ranking.py`), else a refusal that
+    offers every reading with its score. Without an engine, a refusal that offers them."""
+    if engine is None:
+        return _deterministic_result(plan, Problem("model_unavailable", f"the snippet can be read {len(plan.readings)} "
+                                                   "ways and no model is available to rank them"))
+    merge = plan.merge
+    ranking = rank(engine, plan.readings, plan.request.initial_code, merge.snippet, plan.language, plan.request.path)
+    chosen = ranking.chosen
+    if chosen is None:
+        return _deterministic_result(plan, Problem(
+            "ranking_unsure", f"the model does not prefer one reading clearly (margin {ranking.margin:.2f} nats, "
+            f"below {MARGIN:g})"), ranking)
+    original = plan.request.initial_code
+    note = Problem("ranked", f"the snippet can be read {len(plan.readings)} ways; the model prefers this one by "
+                   f"{ranking.margin:.1f} nats: {chosen.label}", "warning")
+    validation = Validation.of([*chosen.validation.problems, note])
+    stats = _stats(plan, "ranked", GenerationStats(prompt_tokens=ranking.prompt_tokens), None, "rewrite", plan.started)
+    stats.update(merge_status=chosen.merge.status, merge_confidence=chosen.merge.confidence, ranking=_ranking_stats(ranking))
+    usage = {"prompt_tokens": ranking.prompt_tokens + ranking.scored_tokens, "completion_tokens": 0,
+             "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+    return ApplyResult(chosen.text, unified_diff(original, chosen.text, _label(plan.request.path)), validation, usage,
+                       stats, _choices(plan, ranking))
+
+
+def _choices(plan: Plan, ranking: Ranking | None) -> tuple[ReadingChoice, ...]:
+    """The readings a result offers, best first when ranked."""
+    if len(plan.readings) < 2:
+        return ()
+    scored = [(s.reading, s.logprob) for s in ranking.scored] if ranking else [(r, None) for r in plan.readings]
+    label = _label(plan.request.path)
+    return tuple(ReadingChoice(r.label, r.text, unified_diff(plan.request.initial_code, r.text, label),
+                               None if lp is None else round(lp, 3)) for r, lp in scored)
+
+
+def _ranking_stats(ranking: Ranking) -> dict:
+    return {"readings": len(ranking.scored), "margin": round(ranking.margin, 3), "threshold": MARGIN,
+            "prompt_tokens": ranking.prompt_tokens, "scored_tokens": ranking.scored_tokens,
+            "seconds": round(ranking.seconds, 4), "window": list(ranking.window)}
 
 
 def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats, finish_reason: str | None,

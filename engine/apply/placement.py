@@ -21,17 +21,19 @@ from dataclasses import dataclass, field
 
 from engine.apply.anchor import EXACT, FUZZY, SPACE, Block, OriginalIndex, is_trivial, normalize
 from engine.apply.candidates import Candidate, candidates, dropped_lines
-from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Doubt
+from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Choices, Doubt
 from engine.apply.edges import (
     blank_boundaries, extend, final_blank_lines, head_edge, tail_edge, trim_blank_edges, whole_file,
 )
 from engine.apply.errors import Problem
 from engine.apply.fuzzy import fuzzy_candidates
+from engine.apply.gaps import left_out
 from engine.apply.indent import reindent
 from engine.apply.snippet import Snippet
 from engine.apply.text import line_matcher
 
 _TIE = 0.01  # fuzzy ratios this close are a tie
+MAX_PLACES = 4  # equal places of one segment offered as readings
 
 @dataclass(frozen=True)
 class Placement:
@@ -132,11 +134,17 @@ def _best_fit(tied: list[Candidate], seg, index: OriginalIndex) -> Candidate | N
     return tied[ranked[0][1]] if ranked[0][0] > ranked[1][0] else None
 
 
-def place(snippet: Snippet, index: OriginalIndex) -> list[Placement | Failure]:
-    """A `Placement` or a `Failure` for every segment of `snippet`, in segment order."""
+def place(snippet: Snippet, index: OriginalIndex, choices: Choices | None = None) -> list[Placement | Failure]:
+    """A `Placement` or a `Failure` for every segment of `snippet`, in segment order; at a
+    decision point (several equal places, an edge's reading) the option `choices` takes."""
+    choices = choices if choices is not None else Choices()
     n, segs = len(index), snippet.segments
     found = [candidates(s.lines, index) for s in segs]
     resolved = resolve(found, n, segs, index)
+    while (tie := _pick_tie(resolved, segs, choices)) is not None:
+        j, chosen = tie
+        found[j] = [chosen]
+        resolved = resolve(found, n, segs, index)
     # The original span each segment holds so far: its one candidate, later its placement.
     spans = [(o[0].start, o[0].end) if len(o) == 1 else None for o in resolved]
     out: list[Placement | Failure] = []
@@ -155,17 +163,34 @@ def place(snippet: Snippet, index: OriginalIndex) -> list[Placement | Failure]:
         lo = max((sp[1] for sp in spans[:j] if sp), default=0)
         hi = min((sp[0] for sp in spans[j + 1 :] if sp), default=n)
         shown_from = next((sp[0] for sp in spans[:j] if sp), None)  # the snippet's first placed line
-        result = _place_one(snippet, j, opts[0] if opts else None, index, lo, hi, shown_from)
+        result = _place_one(snippet, j, opts[0] if opts else None, index, lo, hi, choices, shown_from)
         spans[j] = (result.start, result.end) if isinstance(result, Placement) else None
         out.append(result)
     return out
 
 
+def _pick_tie(resolved: list[list[Candidate]], segs, choices: Choices) -> tuple[int, Candidate] | None:
+    """The first segment left with several equal candidates whose place `choices` fixes, and
+    that candidate; None when every tie is left open (the first option: refuse to guess)."""
+    for j, opts in enumerate(resolved):
+        if len(opts) < 2:
+            continue
+        key = f"place@{segs[j].first_line}"
+        options = {"refuse": f"snippet segment {j + 1} matches equally well at {len(opts)} places"}
+        options.update({f"at {c.start}": f"snippet segment {j + 1} goes at original line {c.start + 1}"
+                        for c in opts[:MAX_PLACES]})
+        taken = choices.pick(key, options)
+        if taken != "refuse":
+            return j, next(c for c in opts if f"at {c.start}" == taken)
+    return None
+
+
 def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: OriginalIndex, lo: int, hi: int,
-               shown_from: int | None = None) -> Placement | Failure:
+               choices: Choices, shown_from: int | None = None) -> Placement | Failure:
     """Place segment `j` inside orig[lo:hi] at `cand` (or by a fuzzy search when None);
     `shown_from` is where the segments before it start in the original."""
-    seg = snippet.segments[j].lines
+    segment = snippet.segments[j]
+    seg, row = segment.lines, segment.first_line  # `row`: decision points are keyed by snippet line
     open_top = j == 0 and not snippet.leading_elision
     open_bottom = j == len(snippet.segments) - 1 and not snippet.trailing_elision
     doubt = Doubt()
@@ -177,28 +202,57 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
         doubt.scale(FUZZY_PLACEMENT * ratio)
     level = cand.level
     lines = list(seg)
-    # Changed edge lines next to the anchors replace the original lines they resemble.
-    i, start, fuzzy_head = extend(lines, index, cand.head.seg_start, cand.start, lo, step=-1)
-    k, end, fuzzy_tail = extend(lines, index, cand.tail.seg_end, cand.end, hi, step=+1)
+    if not snippet.has_markers:
+        for first, stop, at in left_out(seg, index, cand.start, cand.end, cand.head.seg_start, cand.tail.seg_end):
+            what = f"original lines {first + 1}-{stop} ({index.defines[first]})"
+            choices.pick(f"gap@{row + at}", {
+                "delete": f"{what} are deleted: the snippet, which has no markers, shows the code around them without them",
+                "keep": f"{what} are kept: the snippet, which has no markers, leaves them out as unchanged"})
+    # Changed edge lines next to the anchors replace the original lines they resemble, or sit
+    # beside them: a choice.
+    i, start, fuzzy_head = _edge(lines, index, cand.head.seg_start, cand.start, lo, -1, choices, row)
+    k, end, fuzzy_tail = _edge(lines, index, cand.tail.seg_end, cand.end, hi, +1, choices, row)
     if fuzzy_head or fuzzy_tail:
         level = FUZZY
         doubt.scale(SIMILAR_EDGE)
+    top = "keep"
     if not snippet.has_markers and whole_file(index, lines, i, start, k, end):
         start, end = 0, len(index)
     else:
-        head_edge(lines, index, i, start, lo, open_top, doubt)
-        lines, i, k = trim_blank_edges(lines, i, k)
+        top = head_edge(lines, index, i, start, lo, open_top, doubt, choices, f"top@{row}")
+        if top == "top":  # the new first lines go to `lo`, the code between them and the anchor stays
+            lines, i, start = lines[:i] + list(index.lines[lo:start]) + lines[i:], 0, lo
+        elif top == "replace":
+            start = lo
+        lines, i, k = trim_blank_edges(lines, index, i, start, k, end)
         start, end = blank_boundaries(lines, index, i, start, k, end)
         # Before a marker, only a construct this segment opens; at the snippet's open end, one the
         # segments before it opened too.
         shown = min(start, shown_from) if open_bottom and shown_from is not None else start
-        end = tail_edge(lines, index, k, shown, end, hi, open_bottom, doubt)
+        end = tail_edge(lines, index, k, shown, end, hi, open_bottom, doubt, choices, f"end@{row + len(seg) - 1}")
         if open_bottom and end == len(index):
             lines = final_blank_lines(lines, index, start, end)
     lines = _file_indentation(lines, index, start, end)
     if cand.level == SPACE:
         doubt.scale(WHITESPACE_MATCH)
     return Placement(j, start, end, tuple(lines), level, doubt.confidence, tuple(doubt.notes))
+
+
+def _edge(lines: list[str], index: OriginalIndex, at: int, orig: int, limit: int, step: int, choices: Choices,
+          row: int) -> tuple[int, int, bool]:
+    """`edges.extend` from an anchor's edge, and the choice where it took a merely similar line:
+    the changed line replaces it, or is inserted beside it (then only equal lines extend)."""
+    found = extend(lines, index, at, orig, limit, step)
+    if not found[2]:
+        return found
+    s, o = found[:2]
+    seg_rows, orig_rows = (range(s, at), range(o, orig)) if step < 0 else (range(at, s), range(orig, o))
+    where = f"original line(s) {orig_rows[0] + 1}-{orig_rows[-1] + 1}"
+    taken = choices.pick(f"edge@{row + seg_rows[0 if step < 0 else -1]}", {
+        "replace": f"snippet line(s) {row + seg_rows[0] + 1}-{row + seg_rows[-1] + 1} replace the similar {where}",
+        "insert": f"snippet line(s) {row + seg_rows[0] + 1}-{row + seg_rows[-1] + 1} are new and go beside {where}, "
+                  "which are kept"})
+    return found if taken == "replace" else extend(lines, index, at, orig, limit, step, similar=False)
 
 
 def _unanchored(snippet, j, index, lo, hi, open_top, open_bottom) -> tuple[Candidate, float] | Placement | Failure:

@@ -50,6 +50,28 @@ def open_construct(original: str, lines, language: str | None, span_start: int, 
     return best
 
 
+def block_end(original: str, lines, language: str | None, row: int, hi: int) -> int | None:
+    """The exclusive end row of the innermost block that holds original row `row` and goes on
+    past it -- a function's body, a class's -- without its closer line (a `}` or `end` indented
+    less than `row`: it closes the block); None without a grammar, or when that block runs past
+    `hi`. At the top level the block is the file (`hi`)."""
+    tree = parse_tree(original, language)
+    if tree is None:
+        return None
+    column = len(indent_of(lines[row]).encode("utf-8"))
+    node = tree.root_node.descendant_for_point_range((row, column), (row, column))
+    while node is not None and node.parent is not None:
+        last = node.end_point[0] - (node.end_point[1] == 0)  # the node's last row
+        if node.is_named and last > row:
+            if last >= hi:
+                return None
+            closes = (_CLOSER.match(lines[last]) or lines[last].strip() == "end") and \
+                len(indent_of(lines[last])) < len(indent_of(lines[row]))
+            return last if closes else last + 1
+        node = node.parent
+    return hi
+
+
 def replaces_ending(old: list[str], new: list[str], opener_indent: str, closed_only: bool = False) -> bool:
     """Whether `new` lines plainly replace `old`, the rest of a construct whose first line is
     indented by `opener_indent` (see the module docstring); `closed_only` asks for the closer
@@ -61,7 +83,7 @@ def replaces_ending(old: list[str], new: list[str], opener_indent: str, closed_o
     if _CLOSER.match(old[-1]) and indent_of(old[-1]) == opener_indent:
         # The construct has its own closer: the snippet shows it whole when it closes it too.
         return bool(_CLOSER.match(new[-1])) and indent_of(new[-1]) == opener_indent
-    return not closed_only and _statements(new) >= _statements(old)
+    return not closed_only and statements(new) >= statements(old)
 
 
 def drops_definitions(old: list[str], new: list[str]) -> bool:
@@ -70,7 +92,7 @@ def drops_definitions(old: list[str], new: list[str]) -> bool:
     return bool({d for l in old if (d := definition(l))} - {d for l in new if (d := definition(l))})
 
 
-def _statements(lines: list[str]) -> int:
+def statements(lines: list[str]) -> int:
     """Lines at the smallest indentation among those that are not closers alone."""
     body = [l for l in lines if not _CLOSER.match(l)]
     depth = min((len(indent_of(l)) for l in body), default=0)

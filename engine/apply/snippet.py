@@ -19,7 +19,7 @@ an elision between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.apply.errors import EmptySnippetError, MarkerOnlySnippetError
 from engine.apply.fences import excerpts
@@ -52,11 +52,23 @@ class Snippet:
     final_newline: bool
     language: str | None
     fenced: bool
+    implied: tuple[int, ...] = ()  # snippet lines before which `split` implied an elision
 
     @property
     def has_markers(self) -> bool:
-        """Whether the snippet elides anything (a marker, or several fenced excerpts)."""
-        return bool(self.markers) or len(self.segments) > 1
+        """Whether the snippet elides anything itself (a marker, or several fenced excerpts)."""
+        return bool(self.markers) or len(self.segments) - len(self.implied) > 1
+
+    def split(self, rows) -> "Snippet":
+        """The snippet read with an elision before each snippet line in `rows`: a snippet without
+        markers that leaves original code out (a class rewritten without its untouched methods),
+        read as if a marker stood there."""
+        segments = []
+        for seg in self.segments:
+            cuts = [r - seg.first_line for r in sorted(rows) if seg.first_line < r < seg.first_line + len(seg.lines)]
+            for a, b in zip([0] + cuts, cuts + [len(seg.lines)]):
+                segments.append(Segment(seg.lines[a:b], seg.first_line + a))
+        return replace(self, segments=tuple(segments), implied=tuple(sorted({*self.implied, *rows})))
 
 
 def parse_snippet(text: str, language: str | None = None, *, original: str | None = None,

@@ -52,7 +52,7 @@ def test_a_snippet_with_no_plain_reading_leaves_the_file_untouched(tmp_path, mes
     target = write_case(tmp_path, case)
     snippet = "import this_is_new\n" + case["update_snippet"]
     run = editapply(str(target), snippet_file(tmp_path, snippet), "--write", "--no-model")
-    assert run.returncode == 1 and b"uncertain_edge" in run.stderr
+    assert run.returncode == 1 and b"ambiguous_reading" in run.stderr
     assert target.read_bytes() == case["original"].encode() and target.stat().st_mtime_ns == OLD
 
 

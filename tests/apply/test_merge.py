@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.apply import EmptySnippetError, MarkerOnlySnippetError, merge
+from engine.apply.readings import explore
 
 AREA_FIXED = "        return abs(self.w * self.h)"
 
@@ -307,13 +308,18 @@ def test_a_reworded_docstring_next_to_a_marker_replaces_the_old_one(shapes_py):
 def test_new_last_lines_of_a_function_shown_from_its_header_replace_its_old_ending():
     # No marker after the snippet, and it shows `loads` from its header: its new return line
     # replaces the old one (the end of the file), it is not inserted beside it.
+    # (Inserted beside it, it would follow a `return`: no reading leaves code that never runs.)
     original = "def dumps(v):\n    return str(v)\n\n\ndef loads(s):\n    \"\"\"Parse.\"\"\"\n    return eval(s)\n"
     snippet = "# ... existing code ...\ndef loads(s):\n    \"\"\"Parse.\"\"\"\n    return json.loads(s)\n"
-    result = merge(original, snippet, "python")
-    assert result.ok and result.text == original.replace("eval(s)", "json.loads(s)")
-    # A new docstring alone does not replace a docstring and a body: not plain, refused.
-    result = merge(original, "# ... existing code ...\ndef loads(s):\n    \"\"\"Parse a string; new words.\"\"\"\n", "python")
-    assert "return eval(s)" in result.text
+    found = explore(original, snippet, "python")
+    assert found.result.ok and found.result.text == original.replace("eval(s)", "json.loads(s)")
+    # A new docstring alone: it replaces the old one and the body ends there, or the body stays
+    # (a marker left out): two readings, the one that keeps the body first.
+    found = explore(original, "# ... existing code ...\ndef loads(s):\n    \"\"\"Parse a string; new words.\"\"\"\n", "python")
+    texts = [r.text for r in found.readings]
+    assert found.ambiguous and "return eval(s)" in texts[0]
+    assert original.replace('"""Parse."""', '"""Parse a string; new words."""') in texts
+    assert original.replace('"""Parse."""\n    return eval(s)', '"""Parse a string; new words."""') in texts
 
 
 def test_a_changed_line_below_a_unique_header_is_not_matched_to_its_twin_elsewhere():

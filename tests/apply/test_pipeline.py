@@ -32,7 +32,10 @@ from prompts.apply import build_apply_prompt, fence_for, parse_answer
 AREA_EXACT = '# ... existing code ...\n    def area(self):\n        """Area in square units."""\n        return self.w * self.h\n# ... existing code ...\n'
 # The changed line has no exact anchor below it: the merge is `fuzzy`, so `auto` asks the model.
 AREA_FUZZY = "# ... existing code ...\n    def area(self):\n        return self.w * self.h * 1\n# ... existing code ...\n"
-RESPONSE_KEYS = {"merged_code", "diff", "validation", "usage", "stats"}
+# The area change, and a method the merge cannot place (nothing in it occurs in the file): the
+# model writes the stretch between the placed neighbours.
+UNPLACED = AREA_FUZZY + "    def volume_zzz(self, depth):\n        return depth * 0\n# ... existing code ...\n"
+RESPONSE_KEYS = {"merged_code", "diff", "validation", "usage", "stats", "readings"}
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens"}
 STATS_KEYS = {"steps", "accepted_per_step", "accepted_per_step_hist", "tokens_per_second", "ttft_ms", "path", "merge_status"}
 
@@ -105,15 +108,15 @@ def test_auto_takes_a_trusted_merge_without_the_model(shapes_py):
     assert result.stats["merge_status"] == "exact" and "Area in square units" in result.merged_code
 
 
-def test_auto_sends_an_untrusted_merge_to_the_model(shapes_py, service):
-    req = ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py", max_tokens=24)
+def test_auto_sends_a_snippet_the_merge_cannot_place_to_the_model(shapes_py, service):
+    req = ApplyRequest(shapes_py, UNPLACED, path="shapes.py", max_tokens=24)
     plan = prepare(req)
-    assert plan.needs_model and plan.merge_status == "fuzzy" and plan.validation.ok
+    assert plan.needs_model and plan.merge_status == "partial" and not plan.validation.ok
     result = apply_edit(service, req)
     d = result.as_dict()
     assert set(d) == RESPONSE_KEYS and set(d["usage"]) == USAGE_KEYS and STATS_KEYS <= set(d["stats"])
     s, u = d["stats"], d["usage"]
-    assert s["mode"] == "auto" and s["merge_status"] == "fuzzy" and s["prompt_form"] == "draft"
+    assert s["mode"] == "auto" and s["merge_status"] == "partial" and s["prompt_form"] == "draft"
     # Usage and stats agree: every token (but the prefill's, where the prefill samples one) came
     # from a verify step.
     assert u["completion_tokens"] == 24 and s["finish_reason"] == "length"
@@ -127,7 +130,7 @@ def test_auto_sends_an_untrusted_merge_to_the_model(shapes_py, service):
     assert s["path"] == "model" and not result.ok
     names = [p.name for p in result.validation.problems]
     assert names[0] == "truncated" and names[-1] == "merge_not_trusted"
-    assert "merge fuzzy" in result.validation.problems[-1].reason
+    assert "merge partial" in result.validation.problems[-1].reason
 
 
 def test_model_mode_always_runs_the_model_and_reports_validation(shapes_py, service):
@@ -158,7 +161,7 @@ def test_model_path_reproduces_expected_when_the_model_writes_the_merge(dev_case
     for c in dev_cases:
         result = apply_edit(echo, ApplyRequest(c["original"], c["update_snippet"], c["instruction"], path=c["path"], mode="model"))
         assert result.path == "model" and result.stats["finish_reason"] == "stop"
-        assert result.merged_code == merge(c["original"], c["update_snippet"], c["language"]).text, c["id"]
+        assert result.merged_code == prepare(ApplyRequest(c["original"], c["update_snippet"], path=c["path"])).candidate, c["id"]
         assert result.validation.ok or c["id"] == "encode/httpx@e51b2125c9:noxfile.py", (c["id"], result.validation.names)
 
 
@@ -230,8 +233,8 @@ def test_an_edit_the_model_drops_is_never_a_success(tokenizer, path):
     assert not result.ok and "snippet_lines_missing" in result.validation.names
 
 
-def test_auto_without_an_engine_refuses_an_untrusted_merge(shapes_py):
-    result = apply_edit(None, ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py"))
+def test_auto_without_an_engine_refuses_an_unplaced_snippet(shapes_py):
+    result = apply_edit(None, ApplyRequest(shapes_py, UNPLACED, path="shapes.py"))
     assert result.path == "deterministic" and not result.ok
     assert "model_unavailable" in result.validation.names
 
@@ -353,14 +356,14 @@ def test_cancel_event_stops_the_generation_and_frees_its_blocks(shapes_py, servi
         cancel.set()
 
     with pytest.raises(ApplyCancelled):
-        apply_edit(service, ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py", max_tokens=200), on_progress, cancel)
+        apply_edit(service, ApplyRequest(shapes_py, UNPLACED, path="shapes.py", max_tokens=200), on_progress, cancel)
     assert len(seen) == 1
     wait_until(lambda: service.engine.kv.allocator.num_free == free and not service.engine.running)
 
 
 def test_closing_the_stream_cancels_the_generation(shapes_py, service):
     free = service.engine.kv.allocator.num_free
-    stream = iter_apply(service, ApplyRequest(shapes_py, AREA_FUZZY, path="shapes.py", max_tokens=200))
+    stream = iter_apply(service, ApplyRequest(shapes_py, UNPLACED, path="shapes.py", max_tokens=200))
     first = next(stream)
     assert isinstance(first, Progress) and first.tokens >= 1
     stream.close()

@@ -57,13 +57,23 @@ async def error_of(awaitable) -> JsonRpcException:
 async def test_apply_dev_cases(client: LanguageClient, editor: Editor):
     """Every dev case (bench/data/dev.jsonl): the edit arrives as minimal text edits (only the
     changed lines) against the version the request started from, and the document then equals
-    `expected`. Engine: none (deterministic path)."""
+    `expected`. Engine: none (deterministic path). A snippet that can be read two ways is not
+    guessed: the server asks which reading is meant, and the user picks the commit's."""
     for case in dev_cases():
         path = write(client, f"dev/{case['id'].split('@')[1].replace(':', '/')}", case["original"])
         uri = editor.open(path, case["original"], version=3)
         editor.edits.clear()
+        preview = await editor.execute("editapply.preview", {"uri": uri, "snippet": case["update_snippet"]})
+        meant = [r["merged"] for r in preview["readings"]].index(case["expected"]) if preview["readings"] else None
+
+        async def pick(params, meant=meant):
+            editor.answer = params.actions[meant].title
+
+        editor.before_answer = pick if meant is not None else None
         result = await editor.execute("editapply.apply", {"uri": uri, "snippet": case["update_snippet"]})
-        assert result["applied"] and result["path"] == "deterministic" and result["validation"]["ok"], case["id"]
+        editor.before_answer, editor.answer = None, "Cancel"
+        assert result["applied"] and result["path"] == "deterministic", case["id"]
+        assert result["validation"]["ok"] or meant is not None, case["id"]
         assert editor.text(uri) == case["expected"], case["id"]
         [(edit_uri, version, edits)] = editor.edits
         assert (edit_uri, version, result["version"]) == (uri, 3, 3)
@@ -296,3 +306,43 @@ async def test_status_says_whether_the_model_is_installed(client: LanguageClient
         engine = (await editor.execute("editapply.status", {}))["engine"]
         assert engine == {"reachable": True, "engine": "local", "model": model, "installed": installed, "loaded": False}
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"model": None}))
+
+
+AMBIGUOUS = "class MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n    pass\n\n\nclass Other:\n    x = 1\n"
+# No marker after the docstring: `pass` stays (a marker left out), or the class ends there.
+ENDS_AT_DOCSTRING = "class MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n"
+
+
+async def test_an_ambiguous_snippet_asks_which_reading_is_meant(client: LanguageClient, editor: Editor):
+    """Deterministic mode: two readings, none guessed; the server asks with both (and Cancel),
+    and applies the one picked. Engine: none."""
+    uri = editor.open(write(client, "readings/asked.py", AMBIGUOUS), AMBIGUOUS, version=2)
+    editor.answer = "Cancel"
+    result = await editor.execute("editapply.apply", {"uri": uri, "snippet": ENDS_AT_DOCSTRING, "mode": "deterministic"})
+    assert not result["applied"] and editor.text(uri) == AMBIGUOUS
+    assert [r["merged"] for r in result["readings"]] == [AMBIGUOUS, AMBIGUOUS.replace("    pass\n", "")]
+    assert "ambiguous_reading" in [p["name"] for p in result["validation"]["problems"]]
+    [asked] = editor.requests
+    assert [a.title.split(":")[0] for a in asked.actions] == ["1", "2", "Cancel"]
+
+    async def second(params):
+        editor.answer = params.actions[1].title
+
+    editor.before_answer = second
+    result = await editor.execute("editapply.apply", {"uri": uri, "snippet": ENDS_AT_DOCSTRING, "mode": "deterministic"})
+    assert result["applied"] and editor.text(uri) == AMBIGUOUS.replace("    pass\n", "")
+
+
+async def test_a_client_that_picks_readings_gets_them_and_applies_one(client: LanguageClient, editor: Editor):
+    """With `pickReadings`, the server asks nothing: the result carries the readings and the
+    client applies the chosen one with applyMerged. In auto mode with no model to rank them
+    (the default model is not installed here), the readings are still offered."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"pickReadings": True}))
+    uri = editor.open(write(client, "readings/picked.py", AMBIGUOUS), AMBIGUOUS, version=5)
+    result = await editor.execute("editapply.apply", {"uri": uri, "snippet": ENDS_AT_DOCSTRING})
+    assert not result["applied"] and not editor.requests and len(result["readings"]) == 2
+    assert result["readings"][1]["diff"].count("\n-    pass") == 1
+    done = await editor.execute("editapply.applyMerged", {"uri": uri, "version": result["version"],
+                                                         "merged": result["readings"][1]["merged"]})
+    assert done["applied"] and editor.text(uri) == AMBIGUOUS.replace("    pass\n", "")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"pickReadings": None}))

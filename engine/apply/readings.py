@@ -1,0 +1,133 @@
+"""Readings: the files a snippet can mean, where the merge has a real choice.
+
+    found = explore(original, snippet, "python")
+    found.result        # the merge: the one reading left, else `ambiguous` with the readings
+    found.readings      # every reading that validates, the one keeping most original lines first
+
+The merge runs once with the first option at every decision point (`confidence.Choices`: keep
+the original's lines, insert rather than replace, refuse to pick among equal places), then with
+each other option, breadth first, at most MAX_RUNS runs. Runs that write the same text are one
+reading; a reading must place every segment and validate (`validate.py`). One reading left is
+the merge's answer, whatever option made it; several are an ambiguity -- the model ranks them
+(`ranking.py`), a user picks one, deterministic mode refuses; none is the first run's failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine.apply.errors import Problem
+from engine.apply.confidence import Choices
+from engine.apply.merge import SUCCESS, MergeResult, merge
+from engine.apply.snippet import Snippet, parse_snippet
+from engine.apply.anchor import is_trivial
+from engine.apply.text import indent_of, line_matcher, split_lines
+from engine.apply.validate import Validation, validate
+
+MAX_RUNS = 24  # merge runs per request: the first, then one per other option, breadth first
+MAX_READINGS = 6  # readings kept (a pick list, and what the model ranks)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of the snippet: its merge, and the options that made it."""
+
+    merge: MergeResult
+    validation: Validation
+    choices: tuple[tuple[str, str], ...]  # (decision point, option) where there was a choice
+    labels: tuple[str, ...]  # the sentence of each of those options
+
+    @property
+    def text(self) -> str:
+        return self.merge.text
+
+    @property
+    def label(self) -> str:
+        return "; ".join(self.labels) or "the only reading"
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """What `explore` found: `result` is the merge to use (the one reading's, or the first run's
+    marked `ambiguous` with an error naming the readings), `validation` its validation."""
+
+    result: MergeResult
+    validation: Validation
+    readings: tuple[Reading, ...]
+    runs: int
+
+    @property
+    def ambiguous(self) -> bool:
+        return len(self.readings) > 1
+
+
+def explore(original: str, snippet: str | Snippet, language: str | None = None, path: str | None = None) -> Exploration:
+    """Every reading of `snippet` in `original` (see the module docstring). Raises what
+    `parse_snippet` raises for a snippet with nothing to apply."""
+    if not isinstance(snippet, Snippet):
+        snippet = parse_snippet(snippet, language, original=original, path=path)
+    queue: list[dict[str, str]] = [{}]
+    tried: set[frozenset] = {frozenset()}
+    options: dict[str, dict[str, str]] = {}
+    runs: list[tuple[MergeResult, dict[str, str]]] = []
+    while queue and len(runs) < MAX_RUNS:
+        fixed = queue.pop(0)
+        choices = Choices(dict(fixed))
+        result = merge(original, snippet, language, path, choices)
+        options.update({k: v for k, v in choices.seen.items() if k not in options})
+        runs.append((result, {**choices.taken, **fixed}, {**options, **choices.seen}))
+        for key, named in choices.seen.items():
+            for name in named:
+                if key not in fixed and name != choices.taken[key] and (sig := frozenset({**fixed, key: name}.items())) not in tried:
+                    tried.add(sig)
+                    queue.append({**fixed, key: name})
+    first = runs[0][0]
+    # A reading that leaves code after a `return` (an edge line inserted beside the one it
+    # changes) is not what anyone meant, unless the original or the snippet has such code too.
+    dead_before = _dead_lines(original) + sum(_dead_lines("\n".join(s.lines)) for s in snippet.segments)
+    readings: dict[str, Reading] = {}
+    for result, taken, said in runs:
+        if result.status not in SUCCESS or result.text in readings:
+            continue
+        check = validate(original, result, language=language)
+        if check.ok and _dead_lines(result.text) <= dead_before:
+            picked = tuple((k, taken[k]) for k in sorted(taken, key=_snippet_line) if k in said)
+            readings[result.text] = Reading(result, check, picked, tuple(said[k][v] for k, v in picked))
+    found = sorted(readings.values(), key=lambda r: -_kept(original, r.text))[:MAX_READINGS]
+    if len(found) == 1:
+        return Exploration(found[0].merge, found[0].validation, tuple(found), len(runs))
+    if not found:
+        return Exploration(first, validate(original, first, language=language), (), len(runs))
+    listed = " | ".join(f"({n}) {r.label}" for n, r in enumerate(found, 1))
+    problem = Problem("ambiguous_reading", f"the snippet can be read {len(found)} ways, and nothing in it says which "
+                      f"is meant: {listed}")
+    result = replace(found[0].merge, status="ambiguous", confidence=0.0, problems=(*found[0].merge.problems, problem))
+    return Exploration(result, Validation.of([*found[0].validation.problems, problem]), tuple(found), len(runs))
+
+
+def _snippet_line(key: str) -> int:
+    """The snippet line a decision point's key names (`end@12` -> 12): labels in snippet order."""
+    return int(key.split("@")[1])
+
+
+def _kept(original: str, text: str) -> int:
+    """How many original lines `text` keeps, in order."""
+    a, b = split_lines(original).lines, split_lines(text).lines
+    return sum(size for _, _, size in line_matcher(a, b).get_matching_blocks())
+
+
+_EXITS = ("return", "raise", "throw", "break", "continue")
+_GOES_ON = ("else", "elif", "except", "finally", "catch", "case", "default", "#", "//", "/*", "*", "end")
+
+
+def _dead_lines(text: str) -> int:
+    """Lines right after a `return` / `raise` / `throw` / `break` / `continue` at its depth that
+    are not a closer or the next branch (`else`, `case`, a comment): code that never runs."""
+    rows = [line for line in split_lines(text).lines if line.strip()]
+    dead = 0
+    for line, after in zip(rows, rows[1:]):
+        word = line.strip().split(" ", 1)[0].rstrip(";")
+        if word in _EXITS and indent_of(after) == indent_of(line) and not is_trivial(after) \
+                and not after.strip().startswith(_GOES_ON):
+            dead += 1
+    return dead
