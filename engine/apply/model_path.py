@@ -10,9 +10,9 @@
   the closing fence. A prompt plus answer over the engine's context raises `ContextTooLongError`
   here, before anything is generated.
 
-When the merge placed most of the snippet and doubts only part of it, the model rewrites only a
-window around the doubtful part (`uncertain_window`), with the segments inside it; the rest of
-the file is the merge's text. `finish` parses the answer, splices a rewritten region back into
+When the merge placed part of the snippet, the model writes only a window around what it could
+not place, or around the segments (`uncertain_window`), with the segments inside it; the rest of
+the file is the merge's text, copied. `finish` parses the answer, splices a rewritten region back into
 the file, and gives every line the original's ending (`restore_endings`). `validate` then holds the model's file to what the
 merge knows (untouched lines kept, snippet lines present).
 """
@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.errors import ContextTooLongError
 from engine.apply.languages import language_spec
 from engine.apply.text import CRLF, join_lines, line_matcher, split_lines
@@ -31,7 +30,6 @@ from prompts.apply import ApplyPrompt, build_apply_prompt, build_instruction_pro
 
 CLOSE_SLACK = 8  # tokens past the expected answer: closing fence and end of turn
 WINDOW_MARGIN = 3  # original lines kept around an uncertain stretch when the model rewrites only it
-WINDOW_SHARE = 0.6  # a window over this share of the file: the model rewrites the whole file
 
 
 def lf(text: str | None) -> str:
@@ -98,18 +96,19 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
     else:
         usable = plan.candidate is not None and plan.merge_status != "unmatched"
         predicted = lf(plan.candidate) if plan.candidate is not None else original
-        window = uncertain_window(plan.merge, len(split_lines(original))) if usable and plan.merge else None
+        # A merge that placed every segment and failed validation: the model writes around all of
+        # them (in the model mode, which writes whatever the merge says, the whole file).
+        everything = req.mode != "model" and not unplaced(plan.merge)
+        window = uncertain_window(plan.merge, len(split_lines(original)), everything) if usable and plan.merge else None
         part = None
         if window is not None:
             head, body, predicted, tail, shown = _split_window(original, predicted, plan.merge, window)
-            snippet = _segments_text(plan.merge.snippet, shown, plan.language, ends=(True, True))
+            snippet = plan.merge.snippet.render(shown)
             where = os.path.basename(req.path) if req.path else "the file"
             part = f"lines {window[0] + 1}-{window[1]} of {where}"
         elif plan.merge is not None and plan.merge.snippet is not None:
             # The snippet as parsed (no chat prose, no fences), not as the answer wrote it.
-            parsed = plan.merge.snippet
-            snippet = _segments_text(parsed, range(len(parsed.segments)), plan.language,
-                                     ends=(parsed.leading_elision, parsed.trailing_elision))
+            snippet = plan.merge.snippet.render(range(len(plan.merge.snippet.segments)))
         prompt = build_apply_prompt(body, snippet, req.instruction, plan.language,
                                     draft=predicted if usable else None, form=form, part=part)
     prompt_ids = prompt.prompt_ids(tokenizer)
@@ -133,31 +132,33 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
     return ModelJob(prompt, Request(prompt_ids, params, sources=sources), len(prompt_ids), max_tokens, head, body, tail)
 
 
-def uncertain_window(merge, n: int) -> tuple[int, int] | None:
-    """The stretch of the original, [start, end), that the model should rewrite: around every
-    segment the merge could not place (the gap between its placed neighbours) or placed with
-    doubt (its span, out to those neighbours), WINDOW_MARGIN lines wider. None when it would be
-    most of the file (over WINDOW_SHARE), or nothing is uncertain: then the model writes it all.
+def uncertain_window(merge, n: int, everything: bool = False) -> tuple[int, int] | None:
+    """The stretch of the original, [start, end), that the model writes: around every segment
+    the merge could not place (the gap between its placed neighbours) -- or, `everything`, every
+    segment (a merge that failed validation) -- WINDOW_MARGIN lines wider, and
+    never cutting a placed segment. None when the merge placed nothing: the model writes it all.
 
-    The rest of the file is the merge's text, copied: small models drift on long files, and the
-    lines no one doubts need no model.
+    The rest of the file is the merge's text, copied, never generated: the lines no one doubts
+    cannot change, and small models drift on long files.
     """
     reports = merge.segments
     placed = [r for r in reports if r.start is not None]
+    if not placed:
+        return None
     spans = []
     for r in reports:
-        if r.start is not None and r.confidence >= HIGH_CONFIDENCE:
+        if r.start is not None and not everything:
             continue
         lo = max((q.end for q in placed if q.segment < r.segment), default=0)
         hi = min((q.start for q in placed if q.segment > r.segment), default=n)
-        spans.append((min(lo, r.start if r.start is not None else lo), max(hi, r.end if r.end is not None else hi)))
+        spans.append((r.start, r.end) if r.start is not None else (lo, hi))
     if not spans:
         return None
     start, end = max(0, min(a for a, _ in spans) - WINDOW_MARGIN), min(n, max(b for _, b in spans) + WINDOW_MARGIN)
     for r in placed:  # an edge never cuts a placed segment: it is in the window whole
         start = r.start if r.start < start < r.end else start
         end = r.end if r.start < end < r.end else end
-    return None if end - start > WINDOW_SHARE * n else (start, end)
+    return start, end
 
 
 def _split_window(original: str, merged: str, merge, window: tuple[int, int]) -> tuple[str, str, str, str, list[int]]:
@@ -173,13 +174,9 @@ def _split_window(original: str, merged: str, merge, window: tuple[int, int]) ->
             join_lines(new.lines[a:b], new.eols[a:b]), join_lines(new.lines[b:], new.eols[b:]), shown)
 
 
-def _segments_text(snippet, shown, language: str | None, ends: tuple[bool, bool]) -> str:
-    """The snippet's segments `shown`, joined by elision markers in the language's comment syntax,
-    with a marker before / after them as `ends` says."""
-    comments = language_spec(language).line_comments
-    marker = f"{comments[0] if comments else '//'} ... existing code ..."
-    body = f"\n{marker}\n".join("\n".join(snippet.segments[j].lines) for j in shown)
-    return (f"{marker}\n" if ends[0] else "") + body + "\n" + (f"{marker}\n" if ends[1] else "")
+def unplaced(merge) -> bool:
+    """Whether the merge left a segment unplaced."""
+    return any(r.start is None for r in merge.segments)
 
 
 def closed(job: ModelJob, answer: str) -> bool:

@@ -19,7 +19,6 @@ import os
 import time
 from dataclasses import dataclass
 
-from engine.apply.languages import language_spec
 from engine.apply.readings import Reading
 from engine.apply.snippet import Snippet
 from engine.apply.text import join_lines, line_matcher, split_lines
@@ -89,7 +88,7 @@ def rank_prompt(tokenizer, readings: tuple[Reading, ...], original: str, snippet
     part = None if (start, end) == (0, len(orig)) else \
         f"lines {start + 1}-{end} of {os.path.basename(path) if path else 'the file'}"
     prompt = build_apply_prompt(join_lines(orig.lines[start:end], orig.eols[start:end]),
-                                _snippet_text(snippet, shown, language), None, language, form="rewrite", part=part)
+                                snippet.render(shown), None, language, form="rewrite", part=part)
     answers = [tokenizer.encode(prompt.predicted_answer(join_lines(t.lines[a:b], t.eols[a:b])))
                for t, (a, b) in zip(texts, cuts)]
     common = 0
@@ -139,19 +138,6 @@ def _shown_segments(readings: tuple[Reading, ...], snippet: Snippet, start: int,
             if report.start is None or (report.start < end and report.end > start) or start <= report.start <= end:
                 shown.add(whole)
     return sorted(shown) or list(range(len(snippet.segments)))
-
-
-def _snippet_text(snippet: Snippet, shown: list[int], language: str | None) -> str:
-    """The segments `shown` as the snippet wrote them: a marker between two of them and at an
-    end where the snippet elides (a segment before or after, or its own marker), none where it
-    does not -- whether the snippet ends with a marker is what some readings turn on."""
-    comments = language_spec(language).line_comments
-    marker = f"{comments[0] if comments else '//'} ... existing code ..."
-    last = len(snippet.segments) - 1
-    lead = shown[0] > 0 or snippet.leading_elision
-    trail = shown[-1] < last or snippet.trailing_elision
-    body = f"\n{marker}\n".join("\n".join(snippet.segments[j].lines) for j in shown)
-    return (f"{marker}\n" if lead else "") + body + "\n" + (f"{marker}\n" if trail else "")
 
 
 def score(engine, shared: list[int], continuations: list[list[int]]) -> list[float]:

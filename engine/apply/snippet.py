@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from engine.apply.errors import EmptySnippetError, MarkerOnlySnippetError
 from engine.apply.fences import excerpts
-from engine.apply.languages import resolve_language
+from engine.apply.languages import language_spec, resolve_language
 from engine.apply.markers import find_markers
 from engine.apply.text import split_lines
 
@@ -58,6 +58,28 @@ class Snippet:
     def has_markers(self) -> bool:
         """Whether the snippet elides anything itself (a marker, or several fenced excerpts)."""
         return bool(self.markers) or len(self.segments) - len(self.implied) > 1
+
+    def render(self, shown) -> str:
+        """The segments `shown` (indices, in order) as the snippet wrote them, for a prompt: an
+        elision marker between two of them, and at an end where the snippet elides (a segment
+        before or after, or its own marker there), none where it does not -- whether a snippet
+        ends with a marker is what some readings turn on. Implied elisions (`split`) are not
+        written."""
+        comments = language_spec(self.language).line_comments
+        marker = f"{comments[0] if comments else '//'} ... existing code ..."
+        out: list[str] = []
+        previous = None
+        for j in shown:
+            seg = self.segments[j]
+            elided = self.leading_elision if j == 0 else previous != j - 1 or seg.first_line not in self.implied
+            if elided:
+                out.append(marker)
+            out.extend(seg.lines)
+            previous = j
+        last = len(self.segments) - 1
+        if shown and (shown[-1] < last or self.trailing_elision):
+            out.append(marker)
+        return "\n".join(out) + "\n"
 
     def split(self, rows) -> "Snippet":
         """The snippet read with an elision before each snippet line in `rows`: a snippet without
