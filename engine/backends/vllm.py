@@ -41,7 +41,7 @@ import httpx
 from engine.backends import vllm_serve
 from engine.tokenizer import TOKENIZER_PROBE
 from engine.types import (EngineLoad, EngineUnavailable, Event, GenerationStats, Request, RequestError,
-                          check_prompt_length)
+                          check_prompt_length, check_score_from)
 
 CONNECT_TIMEOUT_S = 10.0
 _ids = itertools.count()
@@ -190,9 +190,13 @@ class VLLMService:
         """A handle for `request`; the request goes out when its stream is read. Raises
         RequestError at once for a request that can never run."""
         check_prompt_length(request.prompt_ids, self.cfg.max_model_len)
+        check_score_from(request)
         return VLLMHandle(request, f"vllm-{next(_ids)}")
 
     def stream(self, handle: VLLMHandle) -> Iterator[Event]:
+        if handle.request.score_from is not None:
+            yield self._score(handle)
+            return
         stream = _Stream(handle)
         self._enter(handle)
         try:
@@ -215,6 +219,9 @@ class VLLMService:
         yield stream.last() if not handle.cancelled else Event(handle.id, [], "", True, "cancelled", stream.stats())
 
     async def astream(self, handle: VLLMHandle) -> AsyncIterator[Event]:
+        if handle.request.score_from is not None:
+            yield await asyncio.to_thread(self._score, handle)
+            return
         stream = _Stream(handle)
         self._enter(handle)
         try:
@@ -256,6 +263,31 @@ class VLLMService:
             self.process.stop()
 
     # ---- helpers --------------------------------------------------------------------------
+    def _score(self, handle: VLLMHandle) -> Event:
+        """A score request (`Request.score_from`): vLLM's prompt log-probabilities (`prompt_logprobs`
+        0: each prompt token's own, no others), summed from `score_from`, in one answer; vLLM's
+        prefix caching keeps a shared head computed once."""
+        request, stream = handle.request, _Stream(handle)
+        body = {**self._body(request), "max_tokens": 1, "prompt_logprobs": 0, "stream": False}
+        body.pop("stream_options")
+        self._enter(handle)
+        try:
+            with httpx.Client(timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S)) as client:
+                response = client.post(self.url + "/v1/completions", json=body, headers=self.headers)
+                self._check(response, response.content)
+                data = response.json()
+        except Exception as exc:  # noqa: BLE001 -- sorted out by _failed
+            self._failed(handle, exc)
+            return Event(handle.id, [], "", True, "cancelled", stream.stats())
+        finally:
+            self._leave(handle)
+        stream.usage = data.get("usage") or {}
+        # Position p's entry: {token id: {"logprob": ...}} for the prompt's own token there.
+        rows = data["choices"][0]["prompt_logprobs"]
+        ids = request.prompt_ids
+        logprob = sum(rows[p][str(ids[p])]["logprob"] for p in range(request.score_from, len(ids)))
+        return Event(handle.id, [], "", True, "stop", stream.stats(), logprob=logprob)
+
     def _body(self, request: Request) -> dict:
         p = request.params
         body = {"model": self.served_model, "prompt": request.prompt_ids, "max_tokens": p.max_tokens,

@@ -18,7 +18,7 @@ import time
 import httpx
 import pytest
 
-from engine.apply.pipeline import apply_edit
+from engine.apply.pipeline import ApplyRequest, apply_edit
 from engine.types import Request, SamplingParams
 from tests.conftest import swap_tokens
 from tests.vllm.conftest import CI_MODEL, dev_case, model_request, start_serve, stop_serve, vllm_metric, vllm_running
@@ -65,6 +65,19 @@ def test_the_apply_pipeline_gives_the_same_result_on_both_backends(vllm, referen
     assert result.merged_code == reference.merged_code and result.diff == reference.diff
     assert [p.name for p in result.validation.problems] == [p.name for p in reference.validation.problems]
     assert result.usage["completion_tokens"] == reference.usage["completion_tokens"]
+
+
+def test_readings_rank_the_same_on_both_backends(vllm, ours):
+    """An ambiguous snippet (keep `pass` or end the class at its docstring): vLLM's prompt
+    log-probabilities give each reading the score our engine's score requests give (both fp32 on
+    the CPU), so the same reading is taken or the same refusal made."""
+    original = "class MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n    pass\n\n\nclass Other:\n    x = 1\n"
+    req = ApplyRequest(original, "class MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n", path="e.py")
+    results = {name: apply_edit(service, req) for name, service in (("vllm", vllm), ("ours", ours))}
+    (theirs, mine) = results["vllm"], results["ours"]
+    assert len(mine.readings) == 2 and [r.label for r in theirs.readings] == [r.label for r in mine.readings]
+    assert [r.logprob for r in theirs.readings] == pytest.approx([r.logprob for r in mine.readings], abs=0.05)
+    assert theirs.merged_code == mine.merged_code and theirs.stats["path"] == mine.stats["path"]
 
 
 def test_serve_backend_vllm_applies_plain_and_streamed(serve, reference):
