@@ -48,7 +48,8 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
-from engine.apply import merge, validate
+from engine.apply import validate
+from engine.apply.readings import explore
 from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
@@ -100,7 +101,19 @@ def run_deterministic(case: dict) -> CaseRecord:
         validation=[p.name for p in result.validation.problems if p.severity == "error"],
         seconds=time.perf_counter() - started,
         confidence=plan.confidence,
+        extra=_readings(result, case),
     )
+
+
+def _readings(result, case: dict) -> dict:
+    """What a result offers an ambiguous snippet: how many readings, whether the commit's file is
+    one of them, and when the model ranked them, its margin and whether its first was right."""
+    out = {"readings": len(result.readings),
+           "offered": any(r.merged_code == case["expected"] for r in result.readings)}
+    ranking = result.stats.get("ranking")
+    if ranking:
+        out["ranking"] = {**ranking, "top_right": result.readings[0].merged_code == case["expected"]}
+    return out
 
 
 @functools.lru_cache(maxsize=1)
@@ -137,7 +150,7 @@ def run_model(case: dict, model: str, form: str, use_prediction: bool, mode: str
         extra={"path": s["path"], "model_ran": u["completion_tokens"] > 0, "prompt_tokens": u["prompt_tokens"], "tokens": u["completion_tokens"],
                "steps": s["steps"], "hist": s["accepted_per_step_hist"], "drafted": s["drafted"],
                "accepted": s["accepted"], "tokens_per_second": s["tokens_per_second"], "ttft_ms": s["ttft_ms"],
-               "merge_status": s["merge_status"],
+               "merge_status": s["merge_status"], **_readings(result, case),
                # What the model got wrong, for reading (expected -> output).
                "diff_vs_expected": "".join(difflib.unified_diff(case["expected"].splitlines(True),
                                                                 result.merged_code.splitlines(True), n=1))[:4000],
@@ -169,7 +182,7 @@ def load_cases(path: Path, limit: int | None = None, ids: list[str] | None = Non
 
 def summarize(records: list[CaseRecord]) -> dict:
     times = [r.seconds for r in records]
-    model = [r for r in records if r.extra.get("model_ran", r.extra.get("path") == "model")]
+    model = [r for r in records if r.extra.get("model_ran", r.extra.get("path") == "model") and "steps" in r.extra]
     speed = {}
     if model:
         steps = sum(r.extra["steps"] for r in model)
@@ -188,8 +201,12 @@ def summarize(records: list[CaseRecord]) -> dict:
             "ttft_s_mean": statistics.fmean((r.extra["ttft_ms"] or 0) / 1000 for r in model),
             "hist": dict(sorted(hist.items(), reverse=True)),
         }
+    ranked = [r.extra["ranking"] for r in records if "ranking" in r.extra]
     return {
         "cases": len(records),
+        "ambiguous": sum(r.extra.get("readings", 0) > 1 for r in records),
+        "ranked": len(ranked),
+        "ranking_s_mean": statistics.fmean(x["seconds"] for x in ranked) if ranked else 0.0,
         "exact": sum(r.exact and r.success for r in records),
         "exact_rate": sum(r.exact and r.success for r in records) / len(records),
         "refused": sum(not r.success for r in records),
@@ -212,14 +229,15 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     console.print(f"apply eval on {data.name} · {machine()} · {now}")
     table = Table()
-    for column in ("method", "cases", "exact", "refused", "wrong but valid", "line sim", "s/case", "max", "tok/step",
-                   "tok/s", "ttft s"):
+    for column in ("method", "cases", "exact", "refused", "wrong but valid", "ambiguous", "ranked", "line sim", "s/case",
+                   "max", "tok/step", "tok/s", "ttft s"):
         table.add_column(column, justify="left" if column == "method" else "right", no_wrap=True)
     for name, s in summaries.items():
         speed = [f"{s['accepted_per_step']:.2f}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}"] \
             if "accepted_per_step" in s else ["-", "-", "-"]
         table.add_row(name, str(s["cases"]), str(s["exact"]), str(s["refused"]), str(s["wrong_but_valid"]),
-                      f"{s['mean_similarity']:.4f}", f"{s['seconds_mean']:.3f}", f"{s['seconds_max']:.3f}", *speed)
+                      str(s["ambiguous"]), str(s["ranked"]), f"{s['mean_similarity']:.4f}", f"{s['seconds_mean']:.3f}",
+                      f"{s['seconds_max']:.3f}", *speed)
     console.print(table)
     outcomes = Table()
     for column in ("method", "status", "validation"):
@@ -230,6 +248,22 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
 
 
 BANDS = ((1.0, 1.01), (0.95, 1.0), (HIGH_CONFIDENCE, 0.95), (0.7, HIGH_CONFIDENCE), (0.01, 0.7), (0.0, 0.01))
+MARGIN_BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, 10.0), (10.0, float("inf")))
+
+
+def margin_calibration(records: list[CaseRecord]) -> str:
+    """A Markdown table: per band of the ranking's margin (nats between the model's first and
+    second reading), how often the first was the commit's file. `ranking.MARGIN` is the bar."""
+    from bench.common import table
+
+    ranked = [r.extra["ranking"] for r in records if "ranking" in r.extra]
+    rows = []
+    for lo, hi in MARGIN_BANDS:
+        band = [x for x in ranked if lo <= x["margin"] < hi]
+        right = sum(x["top_right"] for x in band)
+        rows.append([f"[{lo:g}, {hi:g})", len(band), right, len(band) - right,
+                     f"{right / len(band):.0%}" if band else "-"])
+    return table(["margin (nats)", "ranked", "first right", "first wrong", "share right"], rows)
 
 
 def calibration(records: list[CaseRecord]) -> str:
@@ -252,7 +286,7 @@ def revalidate(record: CaseRecord, case: dict) -> CaseRecord:
     output = record.extra.get("output")
     if output is None or record.extra.get("path") != "model":  # a merge is checked already
         return record
-    merged = merge(case["original"], case["update_snippet"], case["language"], case["path"])
+    merged = explore(case["original"], case["update_snippet"], case["language"], case["path"]).result
     found = [p.name for p in validate(case["original"], output, language=case["language"], merge=merged).problems
              if p.severity == "error"]
     names = record.validation + [n for n in found if n not in record.validation]
@@ -301,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write summaries and per-case records ('-' for stdout)")
     parser.add_argument("--show-failures", action="store_true", help="list the cases each method got wrong")
     parser.add_argument("--calibration", action="store_true", help="the merge's confidence against its outcomes")
+    parser.add_argument("--split", choices=("train", "eval"), help="only the cases of this split (dev_hard)")
     parser.add_argument("--report", nargs="+", metavar="JSON", help="print Markdown tables from earlier --json files")
     args = parser.parse_args(argv)
     if args.report:
@@ -310,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=args.json == "-", width=170)
     records: dict[str, list[CaseRecord]] = {}
     for data in args.data:
-        cases = load_cases(data, args.limit, args.ids)
+        cases = [c for c in load_cases(data, args.limit, args.ids) if not args.split or c.get("split") == args.split]
         for name in args.methods:
             key = f"{name} · {data.stem}"
             records[key] = []
@@ -328,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         merged = [r for k, recs in records.items() if k.startswith("deterministic") for r in recs]
         console.print(f"merge confidence over {', '.join(d.name for d in args.data)}:\n" + calibration(merged),
                       markup=False, highlight=False)
+    if any("ranking" in r.extra for recs in records.values() for r in recs):
+        console.print("ranking margin against the commit's file:\n" + margin_calibration(
+            [r for recs in records.values() for r in recs]), markup=False, highlight=False)
     if args.show_failures:
         for name, recs in records.items():
             for r in recs:

@@ -29,7 +29,8 @@ from prompts.apply import build_apply_prompt
 # 1); nearer readings are a refusal with both. Calibrated on dev_hard's train split:
 # bench/RESULTS.md, "Readings ranked by the model".
 MARGIN = 3.0
-CONTEXT = 12  # lines of the readings' shared text shown on each side of the stretch they differ in
+CONTEXT = 8  # lines of the readings' shared text shown on each side of the stretch they differ in
+AFTER = 3  # lines of their shared text after that stretch that are scored
 
 
 @dataclass(frozen=True)
@@ -83,25 +84,32 @@ def rank_prompt(tokenizer, readings: tuple[Reading, ...], original: str, snippet
     """The apply prompt for the window the readings differ in, and each reading's answer."""
     orig = split_lines(original.replace("\r\n", "\n"))
     texts = [split_lines(r.text.replace("\r\n", "\n")) for r in readings]
-    (start, end), cuts = window(orig.lines, [t.lines for t in texts])
+    (start, end), cuts, tail = window(orig.lines, [t.lines for t in texts])
     shown = _shown_segments(readings, snippet, start, end)
     part = None if (start, end) == (0, len(orig)) else \
         f"lines {start + 1}-{end} of {os.path.basename(path) if path else 'the file'}"
     prompt = build_apply_prompt(join_lines(orig.lines[start:end], orig.eols[start:end]),
                                 snippet.render(shown), None, language, form="rewrite", part=part)
-    answers = [tokenizer.encode(prompt.predicted_answer(join_lines(t.lines[a:b], t.eols[a:b])))
-               for t, (a, b) in zip(texts, cuts)]
+    answers = []
+    for t, (a, b) in zip(texts, cuts):
+        # Scored up to AFTER lines past where the readings agree again: what follows is the same
+        # text in every reading, and costs tokens without telling them apart.
+        cut = len(t) - (tail - AFTER)
+        text = join_lines(t.lines[a:cut], t.eols[a:cut]) if cut < b else prompt.predicted_answer(
+            join_lines(t.lines[a:b], t.eols[a:b]))
+        answers.append(tokenizer.encode(text))
     common = 0
     while all(len(a) > common + 1 and a[common] == answers[0][common] for a in answers):
         common += 1
     return RankPrompt(prompt.prompt_ids(tokenizer) + answers[0][:common], [a[common:] for a in answers], (start, end))
 
 
-def window(original: list[str], texts: list[list[str]]) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+def window(original: list[str], texts: list[list[str]]) -> tuple[tuple[int, int], list[tuple[int, int]], int]:
     """The original's lines [start, end) around the stretch where `texts` differ, CONTEXT lines
-    of their shared head and tail wider, and each text's lines for that window. The window's
-    edges are original lines every text keeps unchanged at the same distance from its own start
-    (or end), so each text's window is that text's version of the original's window."""
+    of their shared head and tail wider, each text's lines for that window, and how many lines
+    all texts end with alike. The window's edges are original lines every text keeps unchanged
+    at the same distance from its own start (or end), so each text's window is that text's
+    version of the original's window."""
     head = 0
     while all(len(t) > head for t in texts) and len({t[head] for t in texts}) == 1:
         head += 1
@@ -122,7 +130,7 @@ def window(original: list[str], texts: list[list[str]]) -> tuple[tuple[int, int]
     start = where.get(top, 0) if top > 0 else 0
     end = where[bottom] if bottom < len(first) else len(original)
     back = len(first) - bottom
-    return (start, end), [(top, len(t) - back) for t in texts]
+    return (start, end), [(top, len(t) - back) for t in texts], tail
 
 
 def _shown_segments(readings: tuple[Reading, ...], snippet: Snippet, start: int, end: int) -> list[int]:

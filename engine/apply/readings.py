@@ -103,7 +103,8 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
     listed = " | ".join(f"({n}) {r.label}" for n, r in enumerate(found, 1))
     problem = Problem("ambiguous_reading", f"the snippet can be read {len(found)} ways, and nothing in it says which "
                       f"is meant: {listed}")
-    result = replace(found[0].merge, status="ambiguous", confidence=0.0, problems=(*found[0].merge.problems, problem))
+    result = replace(found[0].merge, status="ambiguous", confidence=0.0, problems=(*found[0].merge.problems, problem),
+                     snippet=snippet)
     return Exploration(result, Validation.of([*found[0].validation.problems, problem]), tuple(found), len(runs))
 
 

@@ -1,0 +1,82 @@
+"""What ranking an ambiguous snippet's readings costs (`engine/apply/ranking.py`).
+
+    python -m bench.ranking                          # qwen2.5-coder-0.5b, the device's dtype
+    python -m bench.ranking --model qwen2.5-coder-1.5b --repeats 5
+
+The file: the largest dev case between 250 and 350 lines (a "300-line file"). The snippet: its own
+snippet with the trailing marker dropped and the last line cut short of the end of its block, so
+the merge has two readings (keep the rest of the block, or end it there) -- or, when that is not
+ambiguous for this file, the first snippet of the set that is. Each repeat ranks the readings
+from a cold prefix cache (a fresh file each time: a comment with the repeat's number on top), so
+the figure is what a user's first apply pays; the prompt and scored tokens are printed beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from bench.common import DEV_SET, commit, machine, table
+from engine.apply.ranking import MARGIN, rank
+from engine.apply.readings import explore
+
+LINES = (250, 350)
+
+
+def ambiguous_case(cases: list[dict]) -> tuple[dict, str]:
+    """A dev case of about 300 lines and a snippet of it with two or more readings."""
+    sized = sorted((c for c in cases if LINES[0] <= c["original"].count("\n") <= LINES[1]),
+                   key=lambda c: -c["original"].count("\n"))
+    for case in sized:
+        for snippet in _variants(case):
+            if explore(case["original"], snippet, case["language"], case["path"]).ambiguous:
+                return case, snippet
+    raise SystemExit("no ambiguous variant of a 250-350 line dev case")
+
+
+def _variants(case: dict):
+    """The case's snippet without its trailing marker, cut after each of its last lines in turn."""
+    lines = case["update_snippet"].rstrip("\n").split("\n")
+    if "existing code" in lines[-1]:
+        lines = lines[:-1]
+    for cut in range(len(lines), max(1, len(lines) - 8), -1):
+        yield "\n".join(lines[:cut]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.service import EngineService
+
+    cases = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+    case, snippet = ambiguous_case(cases)
+    service = EngineService(LLMEngine(EngineConfig.from_env(model=args.model)))
+    comment = "#" if case["language"] == "python" else "//"
+    rows, seconds = [], []
+    try:
+        for n in range(args.repeats + 1):  # the first run warms the process up, and is not counted
+            original = f"{comment} run {n}\n" + case["original"]
+            found = explore(original, snippet, case["language"], case["path"])
+            started = time.perf_counter()
+            ranking = rank(service, found.readings, original, found.result.snippet, case["language"], case["path"])
+            if n:
+                seconds.append(time.perf_counter() - started)
+                rows.append([n, len(found.readings), ranking.prompt_tokens, ranking.scored_tokens,
+                             f"{ranking.margin:.2f}", f"{seconds[-1] * 1000:.1f}"])
+    finally:
+        service.shutdown()
+    print(f"ranking cost · {args.model} · {machine()} · {time.strftime('%Y-%m-%d')} · commit {commit()}")
+    print(f"file: {case['id']} ({case['original'].count(chr(10))} lines); margin bar {MARGIN:g} nats")
+    print(table(["repeat", "readings", "prompt tokens", "scored tokens", "margin", "ms"], rows))
+    print(f"median {statistics.median(seconds) * 1000:.1f} ms, max {max(seconds) * 1000:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
