@@ -36,8 +36,12 @@ _TRIVIAL_WORDS = frozenset(
 )
 
 
+# A definition starts its line, after modifiers (`pub(crate) fn`, `export default async function`):
+# the same words inside a statement or a docstring ("creates a class with") define nothing.
 _DEFINITION = re.compile(
-    r"\b(?:def|class|func|fn|function|interface|struct|enum|trait|type|module|impl)\s+(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*"
+    r"^\s*(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|extern(?:\s+\"[^\"]*\")?|public|private|protected|"
+    r"static|abstract|final|declare|override|open|internal|sealed|inline|const)\s+)*"
+    r"((?:def|class|func|fn|function\*?|interface|struct|enum|trait|type|module|impl)\s+(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*)"
 )
 
 
@@ -48,6 +52,12 @@ _METHOD = re.compile(
     r"default|get|set)\s+)*(?:[\w<>\[\],.?]+\s+)?([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\([^;{}]*\)\s*"
     r"(?::\s*[^{;=]+)?(?:throws\s+[\w., ]+)?\{\s*$"
 )
+# A function given a name by assignment or as an object's key (JavaScript, TypeScript):
+# `_cast: function _cast(v) {`, `exports.parse = function (s) {`, `const load = async (p) => {`.
+_ASSIGNED_FUNCTION = re.compile(
+    r"^\s*(?:(?:export\s+)?(?:const|let|var)\s+)?([A-Za-z_$][\w$.]*)\s*[:=]\s*(?:async\s+)?"
+    r"(?:function\b|\([^()]*\)\s*(?::\s*[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>)"
+)
 _COMMENT_OPENERS = ("#", "//", "/*", "*", "--", ";", "<!--")
 _CONTROL = frozenset("if for while switch catch with return else do try synchronized foreach using lock fixed elif".split())
 
@@ -57,9 +67,12 @@ def definition(line: str) -> str | None:
     `  power(e) {`; None otherwise (also in a comment: prose says "the trait can")."""
     if line.lstrip().startswith(_COMMENT_OPENERS):
         return None
-    match = _DEFINITION.search(line)
+    match = _DEFINITION.match(line)
     if match:
-        return " ".join(match.group(0).split())
+        return " ".join(match.group(1).split())
+    assigned = _ASSIGNED_FUNCTION.match(line)
+    if assigned:
+        return f"function {assigned.group(1).split('.')[-1]}"
     method = _METHOD.match(line)
     return f"method {method.group(1)}" if method and method.group(1) not in _CONTROL else None
 

@@ -181,6 +181,12 @@ def extend(lines, index, at, orig, limit, step, similar: bool = True):
     edge = at if step < 0 else at - 1  # the anchor's outermost line (none for an empty anchor)
     if 0 <= edge < len(lines) and not lines[edge].strip():
         return at, orig, False
+    if 0 <= edge < len(lines) and definition(lines[edge]):
+        # A definition's doc comment (above it) or docstring (below it) is one thing: a
+        # different one in the snippet replaces the original's whole, however long each is.
+        ours, theirs = doc_block(lines, at, step), doc_block(index.lines, orig, step, limit)
+        if ours and theirs and indent_of(lines[at if step > 0 else at - 1]) == indent_of(index.lines[orig if step > 0 else orig - 1]):
+            return at + step * ours, orig + step * theirs, False
     while True:
         s, o = (at - 1, orig - 1) if step < 0 else (at, orig)
         if not (0 <= s < len(lines)) or (o < limit if step < 0 else o >= limit) or not lines[s].strip():
@@ -192,6 +198,32 @@ def extend(lines, index, at, orig, limit, step, similar: bool = True):
                 return at, orig, fuzzy
             fuzzy = True
         at, orig = at + step, orig + step
+
+
+_DOC_COMMENT = re.compile(r"^\s*(?:#(?!!)|//|/\*|\*|--)")
+_DOCSTRING = re.compile(r'^\s*[rRbBuU]?("""|\'\'\')')
+
+
+def doc_block(lines, at: int, step: int, limit: int | None = None) -> int:
+    """How many lines of doc comment start next to a definition, going `step` from line `at`
+    (exclusive bound on the -1 side): comment lines above it, or comment lines or a docstring
+    (through its closing quotes) below it; 0 when there are none. Stays inside `limit`."""
+    limit = (0 if step < 0 else len(lines)) if limit is None else limit
+    rows = range(at - 1, limit - 1, -1) if step < 0 else range(at, limit)
+    first = next(iter(rows), None)
+    if first is None:
+        return 0
+    quote = _DOCSTRING.match(lines[first]) if step > 0 else None
+    if quote:
+        closed = lines[first].count(quote.group(1)) >= 2
+        end = next((r for r in rows if r == first and closed or r > first and quote.group(1) in lines[r]), None)
+        return 0 if end is None else end - first + 1
+    n = 0
+    for r in rows:
+        if not _DOC_COMMENT.match(lines[r]):
+            break
+        n += 1
+    return n
 
 
 def _elsewhere(a: str, b: str, index: OriginalIndex) -> bool:
