@@ -20,8 +20,9 @@ import bisect
 from dataclasses import dataclass, replace
 
 from engine.apply.anchor import (
-    TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, new_definitions, normalize,
+    EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, new_definitions, normalize,
 )
+from engine.apply.scope import construct_end
 from engine.apply.text import line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
@@ -122,14 +123,31 @@ def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block
     return list(out)
 
 
-def _drops_unshown(c: Candidate, index: OriginalIndex, ours: set[str], keys: set[str]) -> bool:
+def _closing_tails(seg: tuple[str, ...], index: OriginalIndex, heads: list[Block], hi: int) -> list[Block]:
+    """A segment that opens a construct with its first line and ends with a lone closer
+    (`inherits(A, B, {` ... `});`): that closer is the construct's own, wherever the lines
+    between went -- a tail anchor no line-by-line match finds, since `});` is everywhere."""
+    last = next((s for s in range(len(seg) - 1, 0, -1) if seg[s].strip()), None)
+    if last is None or not is_trivial(seg[last]) or index.text is None:
+        return []
+    out = []
+    for h in heads:
+        if h.seg_start == 0 and h.seg_end <= last:
+            end = construct_end(index.text, index.lines, index.language, h.orig_start)
+            if end is not None and h.orig_end <= end < hi and index.normal[end] == normalize(seg[last]):
+                out.append(Block(last, end, (TRIVIAL_WEIGHT,), EXACT))
+    return out
+
+
+def _drops_unshown(c: Candidate, index: OriginalIndex, ours: set[str], keys: set[str], fragment: bool = False) -> bool:
     """Whether the span deletes what its anchors are too weak to say is deleted. Between two
     real anchors, code the snippet skips is plainly deleted (`def perimeter` between `area` and
     `main`); a lone brace is no such evidence: with one anchor of trivial lines only (`}`,
     blanks), no definition the segment does not show may go, and with two, no significant line
-    it does not show."""
+    it does not show. In a snippet without markers (`fragment`), definitions a span leaves out
+    are put back (`gaps.py`), so only the second rule holds there."""
     trivial = sum(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail))
-    if trivial == 0:
+    if trivial == 0 or (fragment and trivial == 1):
         return False
     if trivial == 2 and c.head is not c.tail:
         return any(not is_trivial(index.lines[p]) and index.normal[p] not in ours for p in range(c.start, c.end))
@@ -145,19 +163,22 @@ def _singles(blocks: list[Block]) -> list[Block]:
     return sorted(unique, key=lambda b: -sum(b.weights))[: 4 * NEAREST]
 
 
-def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int | None = None) -> list[Candidate]:
+def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int | None = None,
+               fragment: bool = False) -> list[Candidate]:
     """Candidates for `seg` inside orig[lo:hi], best score first, one per distinct splice.
 
     Every fitting (head, tail) pair, plus each block alone (the other side inserted: a segment
-    whose last lines are all new).
+    whose last lines are all new). `fragment`: a snippet without markers (`_drops_unshown`).
     """
     hi = len(index) if hi is None else hi
     new = new_definitions(seg, index, lo, hi)
     heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
     tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
+    tails += _closing_tails(seg, index, heads, hi)
     ours = {normalize(line) for line in seg}
     keys = {key for line in seg if (key := definition(line))}
-    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and not _drops_unshown(c, index, ours, keys)]
+    found = [c for h, t in _pairings(heads, tails)
+             if (c := pair(h, t)) is not None and not _drops_unshown(c, index, ours, keys, fragment)]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
     nonblank = [i for i, line in enumerate(seg) if line.strip()]
     best: dict[tuple[int, int, int, int], Candidate] = {}

@@ -96,9 +96,6 @@ def merge(original: str, snippet: str | Snippet, language: str | None = None, pa
     if not isinstance(snippet, Snippet):
         snippet = parse_snippet(snippet, language, original=original, path=path)
     choices = choices if choices is not None else Choices()
-    kept = [int(key.split("@")[1]) for key, name in choices.fixed.items() if key.startswith("gap@") and name == "keep"]
-    if kept:
-        snippet = snippet.split(kept)
     orig = split_lines(original)
     outcomes = place(snippet, OriginalIndex(orig.lines, original, language), choices)
     placed = [o for o in outcomes if isinstance(o, Placement)]

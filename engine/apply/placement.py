@@ -17,9 +17,9 @@ missing marker means, a whole-file snippet -- are `edges.py`'s; its indentation 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from engine.apply.anchor import EXACT, FUZZY, SPACE, Block, OriginalIndex, is_trivial, normalize
+from engine.apply.anchor import EXACT, FUZZY, SPACE, TRIVIAL_WEIGHT, Block, OriginalIndex, is_trivial, normalize
 from engine.apply.candidates import Candidate, candidates, dropped_lines
 from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Choices, Doubt
 from engine.apply.edges import (
@@ -27,7 +27,7 @@ from engine.apply.edges import (
 )
 from engine.apply.errors import Problem
 from engine.apply.fuzzy import fuzzy_candidates
-from engine.apply.gaps import left_out
+from engine.apply.gaps import keep_left_out, left_out
 from engine.apply.indent import reindent
 from engine.apply.snippet import Snippet
 from engine.apply.text import line_matcher
@@ -139,7 +139,7 @@ def place(snippet: Snippet, index: OriginalIndex, choices: Choices | None = None
     decision point (several equal places, an edge's reading) the option `choices` takes."""
     choices = choices if choices is not None else Choices()
     n, segs = len(index), snippet.segments
-    found = [candidates(s.lines, index) for s in segs]
+    found = [candidates(s.lines, index, fragment=not snippet.has_markers) for s in segs]
     resolved = resolve(found, n, segs, index)
     while (tie := _pick_tie(resolved, segs, choices)) is not None:
         j, chosen = tie
@@ -202,12 +202,9 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
         doubt.scale(FUZZY_PLACEMENT * ratio)
     level = cand.level
     lines = list(seg)
-    if not snippet.has_markers:
-        for first, stop, at in left_out(seg, index, cand.start, cand.end, cand.head.seg_start, cand.tail.seg_end):
-            what = f"original lines {first + 1}-{stop} ({index.defines[first]})"
-            choices.pick(f"gap@{row + at}", {
-                "delete": f"{what} are deleted: the snippet, which has no markers, shows the code around them without them",
-                "keep": f"{what} are kept: the snippet, which has no markers, leaves them out as unchanged"})
+    if not snippet.has_markers and (missing := left_out(seg, index, cand)):
+        lines, added = _left_out_choice(lines, index, missing, cand, choices, row)
+        cand = replace(cand, tail=replace(cand.tail, seg_start=cand.tail.seg_start + added))
     # Changed edge lines next to the anchors replace the original lines they resemble, or sit
     # beside them: a choice.
     i, start, fuzzy_head = _edge(lines, index, cand.head.seg_start, cand.start, lo, -1, choices, row)
@@ -236,6 +233,21 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
     if cand.level == SPACE:
         doubt.scale(WHITESPACE_MATCH)
     return Placement(j, start, end, tuple(lines), level, doubt.confidence, tuple(doubt.notes))
+
+
+def _left_out_choice(lines: list[str], index: OriginalIndex, missing, cand: Candidate, choices: Choices,
+                     row: int) -> tuple[list[str], int]:
+    """The segment's lines with the definitions it leaves out put back (`gaps.py`), or without
+    them -- a choice only between two anchors that are more than lone braces -- and how many
+    lines were put back."""
+    rows = ", ".join(f"{first + 1}-{stop}" for first, stop, _ in missing)
+    names = ", ".join(dict.fromkeys(key for first, stop, _ in missing for key in index.defines[first:stop] if key))
+    options = {"keep": f"original lines {rows} ({names}) are kept: the snippet, which has no markers, leaves them "
+                       "out as unchanged"}
+    if not any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (cand.head, cand.tail)):
+        options["delete"] = (f"original lines {rows} ({names}) are deleted: the snippet, which has no markers, shows "
+                             "the code around them without them")
+    return keep_left_out(lines, index, missing) if choices.pick(f"gap@{row}", options) == "keep" else (lines, 0)
 
 
 def _edge(lines: list[str], index: OriginalIndex, at: int, orig: int, limit: int, step: int, choices: Choices,

@@ -135,16 +135,9 @@ def window(original: list[str], texts: list[list[str]]) -> tuple[tuple[int, int]
 
 def _shown_segments(readings: tuple[Reading, ...], snippet: Snippet, start: int, end: int) -> list[int]:
     """The snippet's segments that touch original lines [start, end) in some reading, or that
-    no reading placed: each reading's merge says where its segments went (a reading that split
-    a segment, `gaps.py`, counts the parts as their whole)."""
-    shown = set()
-    for r in readings:
-        parts = r.merge.snippet.segments
-        for report in r.merge.segments:
-            first = parts[report.segment].first_line
-            whole = max(j for j, s in enumerate(snippet.segments) if s.first_line <= first)
-            if report.start is None or (report.start < end and report.end > start) or start <= report.start <= end:
-                shown.add(whole)
+    no reading placed: each reading's merge says where its segments went."""
+    shown = {report.segment for r in readings for report in r.merge.segments
+             if report.start is None or (report.start < end and report.end > start) or start <= report.start <= end}
     return sorted(shown) or list(range(len(snippet.segments)))
 
 

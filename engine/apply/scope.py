@@ -50,6 +50,24 @@ def open_construct(original: str, lines, language: str | None, span_start: int, 
     return best
 
 
+def construct_end(original: str, lines, language: str | None, row: int) -> int | None:
+    """The last row of the outermost construct that starts at original row `row` (where its
+    first character is) and runs past it: `inherits(A, B, {` -> the row of its `});`. None
+    without a grammar or such a construct."""
+    tree = parse_tree(original, language)
+    if tree is None or not lines[row].strip():
+        return None
+    column = len(indent_of(lines[row]).encode("utf-8"))
+    node = tree.root_node.descendant_for_point_range((row, column), (row, column))
+    last = None
+    while node is not None and node.parent is not None and node.start_point == (row, column):
+        end = node.end_point[0] - (node.end_point[1] == 0)
+        if node.is_named and end > row:
+            last = end
+        node = node.parent
+    return last
+
+
 def block_end(original: str, lines, language: str | None, row: int, hi: int) -> int | None:
     """The exclusive end row of the innermost block that holds original row `row` and goes on
     past it -- a function's body, a class's -- without its closer line (a `}` or `end` indented

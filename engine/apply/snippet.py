@@ -19,7 +19,7 @@ an elision between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from engine.apply.errors import EmptySnippetError, MarkerOnlySnippetError
 from engine.apply.fences import excerpts
@@ -52,45 +52,28 @@ class Snippet:
     final_newline: bool
     language: str | None
     fenced: bool
-    implied: tuple[int, ...] = ()  # snippet lines before which `split` implied an elision
 
     @property
     def has_markers(self) -> bool:
-        """Whether the snippet elides anything itself (a marker, or several fenced excerpts)."""
-        return bool(self.markers) or len(self.segments) - len(self.implied) > 1
+        """Whether the snippet elides anything (a marker, or several fenced excerpts)."""
+        return bool(self.markers) or len(self.segments) > 1
 
     def render(self, shown) -> str:
         """The segments `shown` (indices, in order) as the snippet wrote them, for a prompt: an
         elision marker between two of them, and at an end where the snippet elides (a segment
         before or after, or its own marker there), none where it does not -- whether a snippet
-        ends with a marker is what some readings turn on. Implied elisions (`split`) are not
-        written."""
+        ends with a marker is what some readings turn on."""
         comments = language_spec(self.language).line_comments
         marker = f"{comments[0] if comments else '//'} ... existing code ..."
         out: list[str] = []
-        previous = None
         for j in shown:
-            seg = self.segments[j]
-            elided = self.leading_elision if j == 0 else previous != j - 1 or seg.first_line not in self.implied
-            if elided:
+            if j > 0 or self.leading_elision:
                 out.append(marker)
-            out.extend(seg.lines)
-            previous = j
+            out.extend(self.segments[j].lines)
         last = len(self.segments) - 1
         if shown and (shown[-1] < last or self.trailing_elision):
             out.append(marker)
         return "\n".join(out) + "\n"
-
-    def split(self, rows) -> "Snippet":
-        """The snippet read with an elision before each snippet line in `rows`: a snippet without
-        markers that leaves original code out (a class rewritten without its untouched methods),
-        read as if a marker stood there."""
-        segments = []
-        for seg in self.segments:
-            cuts = [r - seg.first_line for r in sorted(rows) if seg.first_line < r < seg.first_line + len(seg.lines)]
-            for a, b in zip([0] + cuts, cuts + [len(seg.lines)]):
-                segments.append(Segment(seg.lines[a:b], seg.first_line + a))
-        return replace(self, segments=tuple(segments), implied=tuple(sorted({*self.implied, *rows})))
 
 
 def parse_snippet(text: str, language: str | None = None, *, original: str | None = None,
