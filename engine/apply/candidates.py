@@ -174,7 +174,8 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     new = new_definitions(seg, index, lo, hi)
     heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
     tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
-    tails += _closing_tails(seg, index, heads, hi)
+    if closing := _closing_tails(seg, index, heads, hi):  # they outrank lone braces matched elsewhere
+        tails = [t for t in tails if any(w > TRIVIAL_WEIGHT for w in t.weights)] + closing
     ours = {normalize(line) for line in seg}
     keys = {key for line in seg if (key := definition(line))}
     found = [c for h, t in _pairings(heads, tails)

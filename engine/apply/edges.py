@@ -17,7 +17,7 @@ import re
 from engine.apply.anchor import OriginalIndex, definition, is_trivial, normalize
 from engine.apply.confidence import IMPLIED_MARKER, Choices, Doubt
 from engine.apply.fuzzy import similarity
-from engine.apply.scope import block_end, drops_definitions, open_construct, replaces_ending, statements
+from engine.apply.scope import block_end, drops_definitions, open_constructs, replaces_ending, statements
 from engine.apply.text import indent_of
 
 EXTEND_THRESHOLD = 0.75  # similarity for a changed edge line to replace its neighbour
@@ -83,10 +83,12 @@ def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: i
         return end
     construct = None
     if new and index.text is not None:
-        construct = open_construct(index.text, index.lines, index.language, shown, end, hi)
-        if construct and replaces_ending(list(index.lines[end : construct[1]]), lines[k:],
-                                         indent_of(index.lines[construct[0]]), closed_only=True):
-            first, last = construct
+        constructs = open_constructs(index.text, index.lines, index.language, shown, end, hi)
+        construct = constructs[-1] if constructs else None
+        closed = next((c for c in constructs if replaces_ending(list(index.lines[end : c[1]]), lines[k:],
+                                                                indent_of(index.lines[c[0]]), closed_only=True)), None)
+        if closed:
+            first, last = closed
             doubt.note("construct_ending", f"the snippet shows original lines {first + 1}-{end} and new last lines that "
                        f"close that construct: they replace the rest of it (original lines {end + 1}-{last})")
             end, new, construct = last, [], None
@@ -108,7 +110,10 @@ def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: i
                        "are kept"}
     for stop in sorted(set(stops)):
         gone = [index.lines[r] for r in range(end, stop) if index.lines[r].strip()]
-        if gone and statements(gone) <= statements(new) + FEW and not drops_definitions(gone, new):
+        # New last lines that end with the very closer the stretch ends with show where it ends:
+        # what lies between goes, definitions too (`}` closing a module below a deleted `impl`).
+        closes = bool(new and gone) and is_trivial(new[-1]) and new[-1] == gone[-1]
+        if gone and statements(gone) <= statements(new) + FEW and (closes or not drops_definitions(gone, new)):
             options[f"to {stop}"] = (f"{last} {'replace' if new else 'ends'} {'the file' if stop == len(index) else 'its block'}"
                                      f": original lines {end + 1}-{stop} are {'replaced' if new else 'deleted'}")
     taken = choices.pick(key, options)

@@ -28,26 +28,27 @@ from engine.apply.anchor import definition
 from engine.apply.languages import parse_tree
 from engine.apply.text import indent_of
 
-_CLOSER = re.compile(r"^[\s\])}>;,]+$")
+# A line that only closes: brackets, or the end of a docstring or block comment (`"""`, `*/`).
+_CLOSER = re.compile(r"^[\s\])}>;,]+$|^\s*(?:\"\"\"|\'\'\'|\*/)\s*$")
 
 
-def open_construct(original: str, lines, language: str | None, span_start: int, end: int, hi: int) -> tuple[int, int] | None:
-    """(first row, exclusive end row) of the outermost construct that starts in
-    orig[span_start:end] and runs past its last non-blank line but not past `hi`; None when there
-    is none (or no grammar). `lines` are the original's lines."""
+def open_constructs(original: str, lines, language: str | None, span_start: int, end: int, hi: int) -> list[tuple[int, int]]:
+    """(first row, exclusive end row) of each construct that starts in orig[span_start:end] and
+    runs past its last non-blank line but not past `hi`, innermost first (a docstring, its
+    function, its class); [] without a grammar. `lines` are the original's lines."""
     anchor = next((r for r in range(end - 1, span_start - 1, -1) if lines[r].strip()), None)
     tree = parse_tree(original, language) if anchor is not None else None
     if tree is None:
-        return None
+        return []
     column = len(indent_of(lines[anchor]).encode("utf-8"))
-    best = None
+    found = []
     node = tree.root_node.descendant_for_point_range((anchor, column), (anchor, column))
     while node is not None and node.parent is not None:  # the root (the whole file) never counts
         first, last = node.start_point[0], node.end_point[0] + (node.end_point[1] > 0)
-        if node.is_named and span_start <= first <= anchor and end < last <= hi:
-            best = (first, last)
+        if node.is_named and span_start <= first <= anchor and end < last <= hi and (first, last) not in found:
+            found.append((first, last))
         node = node.parent
-    return best
+    return found
 
 
 def construct_end(original: str, lines, language: str | None, row: int) -> int | None:
