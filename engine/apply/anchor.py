@@ -218,6 +218,14 @@ def new_definitions(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int
     seed anchors. A renamed function keeps runs of its body, which still do. Indentation gives
     the extent, so no grammar is needed.
     """
+    rows = new_definition_rows(seg, index)
+    return {s for s in rows if not any(grow(seg, index, s, p, lo, hi, rows).length >= NEW_BODY_RUN
+                                       for p in index.occurrences(seg[s], lo, hi)[:RUN_PROBES])}
+
+
+def new_definition_rows(seg: tuple[str, ...], index: OriginalIndex) -> set[int]:
+    """Every row of `seg` inside a definition the original does not have (nor renames): its
+    header, its body by indentation, and its closing line."""
     rows: set[int] = set()
     for s, line in enumerate(seg):
         key = definition(line)
@@ -230,16 +238,17 @@ def new_definitions(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int
         if end < len(seg) and len(indent_of(seg[end])) == depth and is_trivial(seg[end]):
             end += 1  # the closing brace
         rows.update(range(s, end))
-    return {s for s in rows if not any(grow(seg, index, s, p, lo, hi, rows).length >= NEW_BODY_RUN
-                                       for p in index.occurrences(seg[s], lo, hi)[:RUN_PROBES])}
+    return rows
 
 
 def _renames(line: str, index: OriginalIndex) -> bool:
     """Whether `line` renames an original definition line: the same line but for the name
     (`function mergeValues(prop) {` for `function mergeInstanceConfigWithDefaults(prop) {`), and
-    the names share a stem of RENAME_STEM characters at either end."""
+    the names share a stem of RENAME_STEM characters at either end -- with one original name
+    only: a stem several share is a naming convention (`_InValidator` beside `_AndValidator`
+    and `_OptionalValidator`), not a rename."""
     name, skeleton = _skeleton(line)
-    return any(_stem(name, other) >= RENAME_STEM for other in index.skeletons.get(skeleton, ()))
+    return sum(_stem(name, other) >= RENAME_STEM for other in index.skeletons.get(skeleton, ())) == 1
 
 
 def _skeleton(line: str) -> tuple[str, str]:

@@ -20,7 +20,8 @@ import bisect
 from dataclasses import dataclass, replace
 
 from engine.apply.anchor import (
-    EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, new_definitions, normalize,
+    EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, new_definition_rows,
+    new_definitions, normalize,
 )
 from engine.apply.scope import construct_end
 from engine.apply.text import line_matcher
@@ -181,6 +182,11 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     found = [c for h, t in _pairings(heads, tails)
              if (c := pair(h, t)) is not None and not _drops_unshown(c, index, ours, keys, fragment)]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
+    # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say
+    # nothing about where the segment goes when lines outside it anchor.
+    fresh = new_definition_rows(seg, index)
+    outside = [c for c in found if not all(r in fresh for r in range(c.head.seg_start, c.tail.seg_end))]
+    found = outside or found
     nonblank = [i for i, line in enumerate(seg) if line.strip()]
     best: dict[tuple[int, int, int, int], Candidate] = {}
     for c in found:
