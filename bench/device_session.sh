@@ -15,7 +15,8 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile. bench/device_run.sh is the one-call form of the same.
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking. bench/device_run.sh is the
+# one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
 SRC=${SRC:-} RES=$ROOT/results LOCK=$ROOT/gpu.lock
@@ -136,6 +137,15 @@ job() {
       --rounds 2 --draft-model heads --levels 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" --profile 15 ;;
     heads_concurrency) $t 420 python3 -m bench.concurrency --model qwen2.5-coder-1.5b --cases 16 --max-tokens 256 \
       --rounds 2 --draft-model heads --levels 1 8 32 --modes "lookup K=16 +prediction" "hybrid K=16 +prediction" ;;
+    # Apply quality on every dev set (issue 30): auto with each model, the 1.5B's model mode; and what
+    # ranking a 300-line file's readings costs.
+    apply05) $t 900 python3 -m bench.apply_eval --data bench/data/dev.jsonl bench/data/dev_messy.jsonl \
+      bench/data/dev_hard.jsonl --methods auto-0.5b --json $RES/apply_auto05.json ;;
+    apply15) $t 900 python3 -m bench.apply_eval --data bench/data/dev.jsonl bench/data/dev_messy.jsonl \
+      bench/data/dev_hard.jsonl --methods auto-1.5b --json $RES/apply_auto15.json ;;
+    model15) $t 1500 python3 -m bench.apply_eval --data bench/data/dev.jsonl bench/data/dev_messy.jsonl \
+      bench/data/dev_hard.jsonl --methods model-1.5b-draft+pred --json $RES/apply_model15.json ;;
+    ranking) for m in qwen2.5-coder-0.5b qwen2.5-coder-1.5b; do $t 300 python3 -m bench.ranking --model $m --repeats 10; done ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
 }

@@ -155,6 +155,8 @@ def add_apply_parser(sub) -> None:
     p.add_argument("--write", action="store_true", help="write the result to FILE (atomically)")
     p.add_argument("--force", action="store_true", help="with --write: write even when validation failed")
     p.add_argument("--json", action="store_true", help="print the POST /v1/apply response object instead of the diff")
+    p.add_argument("--reading", type=int, metavar="N", default=None,
+                   help="a snippet that can be read several ways: take reading N, as a refusal lists them")
     p.set_defaults(func=cmd_apply)
 
 

@@ -212,3 +212,27 @@ def test_an_edit_to_an_empty_file_of_no_known_language_is_never_a_silent_success
         assert "first line" in path.read_text() and "second line" in path.read_text()
     else:
         assert run.returncode == 1 and path.read_text() == "" and b"validation failed" in run.stderr
+
+
+AMBIGUOUS = "class MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n    pass\n\n\nclass Other:\n    x = 1\n"
+ENDS_AT_DOCSTRING = "# ... existing code ...\nclass MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n"
+
+
+def test_an_ambiguous_snippet_lists_its_readings_and_reading_takes_one(tmp_path):
+    """No marker after the docstring: `pass` stays, or the class ends there. Deterministic mode
+    refuses (exit 1, file untouched) and lists both; `--reading 2` writes the second; a reading
+    the snippet does not have is bad input (exit 2)."""
+    path = tmp_path / "errors.py"
+    path.write_text(AMBIGUOUS)
+    snip = snippet_file(tmp_path, ENDS_AT_DOCSTRING)
+    run = editapply(str(path), snip, "--no-model", "--write")
+    assert run.returncode == 1 and path.read_text() == AMBIGUOUS
+    assert b"reading 1: the snippet's last line with no marker after it" in run.stderr
+    assert b"reading 2: the snippet's last line ends its block: original lines 3-3 are deleted" in run.stderr
+    body = json.loads(editapply(str(path), snip, "--no-model", "--json").stdout)
+    assert [r["merged_code"] for r in body["readings"]] == [AMBIGUOUS, AMBIGUOUS.replace("    pass\n", "")]
+    run = editapply(str(path), snip, "--no-model", "--write", "--reading", "2")
+    assert run.returncode == 0 and path.read_text() == AMBIGUOUS.replace("    pass\n", "")
+    path.write_text(AMBIGUOUS)
+    run = editapply(str(path), snip, "--no-model", "--reading", "3")
+    assert run.returncode == 2 and b"reading 3 was asked for, but the snippet has 2 reading(s)" in run.stderr

@@ -38,7 +38,7 @@ def run_apply(args, err: Console) -> int:
         source = read_source(args.file)
         snippet = _read_snippet(args.snippet)
         req = ApplyRequest(source.text, snippet, args.instruction, args.language, args.file, _mode(args),
-                           args.prompt_form, args.max_tokens)
+                           args.prompt_form, args.max_tokens, reading=args.reading)
         if snippet is None and not (args.instruction or "").strip():
             raise ApplyError("nothing to apply: give a SNIPPET file (or - for stdin), or --instruction")
         if args.engine and (args.backend or args.vllm_url):
@@ -162,6 +162,10 @@ def _print_diff(diff: str) -> None:
 def _print_summary(err: Console, result: ApplyResult) -> None:
     s, u = result.stats, result.usage
     line = f"{s['path']} path · {s['reason']}"
+    if s.get("ranking"):
+        rk = s["ranking"]
+        line += (f"\nthe model ranked {rk['readings']} readings in {rk['seconds']:.2f} s ({rk['prompt_tokens']} prompt + "
+                 f"{rk['scored_tokens']} scored tokens): margin {rk['margin']:.1f} nats, {rk['threshold']:g} needed")
     if s["path"] == "model":
         ttft = f"{s['ttft_ms'] / 1000:.1f} s" if s.get("ttft_ms") is not None else "-"
         line += (f"\n{u['completion_tokens']} tokens in {s['seconds']:.1f} s · {s['tokens_per_second']:.1f} tok/s · "
@@ -177,6 +181,11 @@ def _print_summary(err: Console, result: ApplyResult) -> None:
     err.print(verdict)
     for p in result.validation.problems:
         err.print(Text(f"  {p.severity}: {p}", style="red" if p.severity == "error" else "yellow"), soft_wrap=True)
+    if result.readings and not result.ok:
+        err.print("the snippet can be read these ways; take one with --reading N:", soft_wrap=True)
+        for n, r in enumerate(result.readings, 1):
+            score = "" if r.logprob is None else f" (log-probability {r.logprob:.1f})"
+            err.print(Text(f"  reading {n}{score}: {r.label}", style="cyan"), soft_wrap=True)
 
 
 def _finish(args, err: Console, source, result: ApplyResult) -> int:

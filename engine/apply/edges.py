@@ -96,8 +96,6 @@ def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: i
                 return end
     if not open_bottom:
         return end
-    doubt.note("implied_marker", f"no elision marker after the snippet, but it anchors at original line {end}: "
-               "the code below is kept", IMPLIED_MARKER)
     stops = [construct[1]] if construct else []
     anchor = next((r for r in range(end - 1, -1, -1) if index.lines[r].strip()), None)
     if anchor is not None and index.text is not None and (inner := block_end(index.text, index.lines, index.language,
@@ -117,7 +115,12 @@ def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: i
             options[f"to {stop}"] = (f"{last} {'replace' if new else 'ends'} {'the file' if stop == len(index) else 'its block'}"
                                      f": original lines {end + 1}-{stop} are {'replaced' if new else 'deleted'}")
     taken = choices.pick(key, options)
-    return end if taken == "keep" else int(taken.split()[1])
+    if taken == "keep":
+        doubt.note("implied_marker", f"no elision marker after the snippet, but it anchors at original line {end}: "
+                   "the code below is kept", IMPLIED_MARKER)
+        return end
+    doubt.note("snippet_end", options[taken])
+    return int(taken.split()[1])
 
 
 def final_blank_lines(lines: list[str], index: OriginalIndex, start: int, end: int) -> list[str]:

@@ -182,7 +182,7 @@ def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
     try:
         return ApplyRequest(initial_code=body.initial_code, edit_snippet=body.edit_snippet, instruction=body.instruction,
                             language=body.language, path=body.path, mode=body.mode, prompt_form=body.prompt_form,
-                            max_tokens=body.max_tokens, use_prediction=body.use_prediction)
+                            max_tokens=body.max_tokens, use_prediction=body.use_prediction, reading=body.reading)
     except ApplyError as exc:
         raise apply_error(exc) from None
 

@@ -121,8 +121,11 @@ class ApplyRequestBody(Body):
                                                      "read or written; '..', leading '/' and control characters never "
                                                      "reach the diff headers)")
     mode: Literal["auto", "deterministic", "model"] = Field(
-        "auto", description="auto: the deterministic merge when it is certain, else the model")
+        "auto", description="auto: the deterministic merge when it validates; where the snippet can be read several "
+                            "ways, the model ranks the readings; else the model writes what the merge could not place")
     prompt_form: Literal["rewrite", "draft"] | None = None
+    reading: int | None = Field(None, ge=1, description="For a snippet that can be read several ways: take reading N "
+                                                        "(1-based, as a refusal's `readings` list them)")
     use_prediction: bool = Field(True, description="Draft from the predicted merge (false: from the file and snippet only)")
     stream: bool = False
     max_tokens: ApplyMaxTokens = None

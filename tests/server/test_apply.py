@@ -113,3 +113,30 @@ def test_an_edit_to_an_empty_file_of_no_known_language_is_never_a_silent_success
     assert result["stats"]["path"] == "model"
     applied = "first line" in result["merged_code"] and "second line" in result["merged_code"]
     assert applied or not result["validation"]["ok"]
+
+
+AMBIGUOUS = "class MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n    pass\n\n\nclass Other:\n    x = 1\n"
+ENDS_AT_DOCSTRING = "class MyError(Exception):\n    \"\"\"Raised when it fails.\"\"\"\n"
+
+
+def test_an_ambiguous_snippet_is_ranked_by_the_model_or_refused_with_its_readings(live):
+    """auto: the model scores both readings (keep `pass`, or end the class at its docstring); the
+    CI model is weak, so either it prefers one by the margin (path `ranked`) or the answer is a
+    refusal offering both -- with their log-probabilities either way. `reading: 2` takes the
+    second without the model."""
+    with live.client() as c:
+        result = c.post("/v1/apply", json={"initial_code": AMBIGUOUS, "edit_snippet": ENDS_AT_DOCSTRING,
+                                           "path": "errors.py"}).json()
+        ranking = result["stats"]["ranking"]
+        assert ranking["readings"] == 2 and ranking["prompt_tokens"] > 0 and ranking["scored_tokens"] > 0
+        scores = [r["logprob"] for r in result["readings"]]
+        assert len(scores) == 2 and all(s < 0 for s in scores) and scores == sorted(scores, reverse=True)
+        assert ranking["margin"] == pytest.approx(scores[0] - scores[1], abs=1e-3)
+        if result["validation"]["ok"]:
+            assert result["stats"]["path"] == "ranked" and result["merged_code"] == result["readings"][0]["merged_code"]
+        else:
+            assert result["stats"]["path"] == "deterministic"
+            assert "ranking_unsure" in [p["name"] for p in result["validation"]["problems"]]
+        second = c.post("/v1/apply", json={"initial_code": AMBIGUOUS, "edit_snippet": ENDS_AT_DOCSTRING,
+                                           "path": "errors.py", "reading": 2}).json()
+    assert second["validation"]["ok"] and second["merged_code"] == AMBIGUOUS.replace("    pass\n", "")
