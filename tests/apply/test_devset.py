@@ -105,3 +105,25 @@ def test_a_doubtful_snippet_is_ambiguous_or_refused_never_guessed(dev_cases):
         found = explore(case["original"], snippet, case["language"], case["path"])
         assert found.runs > 1, case["id"]  # the other places of the new line were tried
         assert found.ambiguous or not found.validation.ok or len(found.readings) == 1, case["id"]
+
+
+HARD = MESSY.with_name("dev_hard.jsonl")
+
+
+@pytest.mark.parametrize("name", ["dev", "dev_messy", "dev_hard"])
+def test_auto_takes_every_merge_deterministic_mode_would_return(dev_cases, name):
+    """`auto` is never worse than the merge alone: wherever deterministic mode returns a result
+    that validates, `auto` plans no model and returns the same text; wherever the snippet is
+    ambiguous, `auto` ranks exactly the readings deterministic mode would offer."""
+    from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+
+    path = {"dev": None, "dev_messy": MESSY, "dev_hard": HARD}[name]
+    cases = dev_cases if path is None else [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for case in cases:
+        args = (case["original"], case["update_snippet"], None, case["language"], case["path"])
+        sure = apply_edit(None, ApplyRequest(*args, mode="deterministic"))
+        plan = prepare(ApplyRequest(*args, mode="auto"))
+        if sure.ok:
+            assert plan.path == "deterministic" and apply_edit(None, plan.request, plan=plan).merged_code == sure.merged_code
+        elif sure.readings:
+            assert plan.path == "rank" and [r.text for r in plan.readings] == [r.merged_code for r in sure.readings]
