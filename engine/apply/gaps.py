@@ -11,8 +11,6 @@ rewrote) only the first is a reading: a brace says too little to delete whole de
 
 from __future__ import annotations
 
-import itertools
-
 from engine.apply.anchor import RENAME_STEM, OriginalIndex, _skeleton, _stem, definition
 from engine.apply.candidates import Candidate
 from engine.apply.text import indent_of
@@ -54,14 +52,25 @@ def keep_left_out(seg: list[str], index: OriginalIndex, found: list[tuple[int, i
     many lines that added."""
     out = list(seg)
     for at in sorted({at for _, _, at in found}, reverse=True):
-        kept = [line for first, stop, a in sorted(found) if a == at for line in index.lines[first:stop]]
-        blanks = len(seg[:at]) - len(list(itertools.dropwhile(lambda line: not line.strip(), reversed(seg[:at]))))
-        if blanks and kept[0].strip():
-            # The blank lines before them went to the anchor above: what they separated from
-            # comes after them now, so they are set off by blank lines on both sides.
-            kept += seg[at - blanks : at]
+        group = sorted((first, stop) for first, stop, a in found if a == at)
+        kept = [line for first, stop in group for line in index.lines[first:stop]]
+        # Blank lines the original has around what comes back, where the segment has none.
+        first, stop = group[0][0], group[-1][1]
+        if at > 0 and seg[at - 1].strip() and kept[0].strip():
+            kept = _blank_run(index.lines, first - 1, -1) + kept
+        if (at == len(seg) or seg[at].strip()) and kept[-1].strip():
+            kept += _blank_run(index.lines, stop, +1)
         out[at:at] = kept
     return out, len(out) - len(seg)
+
+
+def _blank_run(lines, at: int, step: int) -> list[str]:
+    """The blank lines of `lines` from row `at` on, going `step`."""
+    run = []
+    while 0 <= at < len(lines) and not lines[at].strip():
+        run.append(lines[at])
+        at += step
+    return run
 
 
 def _trivia_start(index: OriginalIndex, r: int, lo: int) -> int:

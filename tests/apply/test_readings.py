@@ -1,0 +1,154 @@
+"""Readings (engine/apply/readings.py): each shape of ambiguity gives its concrete candidate files,
+the first keeping the most original lines; what validation rules out is no reading; one reading
+left is the merge's answer. Then the model's part (ranking.py): the margin rule takes a clear
+win and refuses a near tie with the readings returned; and the model writes only the stretch
+the merge doubts, so sure lines cannot change."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.apply.ranking import MARGIN, Ranking, Scored
+from engine.apply.readings import explore
+from engine.tokenizer import Tokenizer
+from engine.types import Event, GenerationStats
+
+AREA = "class Shape:\n    def area(self):\n        x = self.w * self.h\n        return x\n\n    def side(self):\n        return self.w\n"
+
+
+def texts(original: str, snippet: str, language: str = "python") -> list[str]:
+    found = explore(original, snippet, language)
+    return [r.text for r in found.readings]
+
+
+def test_an_edge_line_that_resembles_its_neighbour_replaces_it_or_sits_beside_it():
+    # No anchor below the changed line: `y = self.w * self.h` may replace `x = ...` or be new.
+    snippet = "# ... existing code ...\n    def area(self):\n        y = self.w * self.h\n# ... existing code ...\n"
+    found = texts(AREA, snippet)
+    assert found == [AREA.replace("        x = self.w", "        y = self.w * self.h\n        x = self.w"),
+                     AREA.replace("        x = self.w", "        y = self.w")]
+
+
+def test_an_edge_line_inserted_after_a_return_is_no_reading():
+    # Beside `return x`, `return x * 2` would never run: the replacement is the one reading.
+    snippet = "# ... existing code ...\n        x = self.w * self.h\n        return x * 2\n# ... existing code ...\n"
+    found = explore(AREA, snippet, "python")
+    assert not found.ambiguous and found.result.text == AREA.replace("return x\n", "return x * 2\n")
+
+
+def test_a_snippet_end_without_a_marker_keeps_or_ends_the_block():
+    original = "class MyError(Exception):\n    \"\"\"Raised.\"\"\"\n    pass\n\n\nclass Other:\n    x = 1\n"
+    found = texts(original, "# ... existing code ...\nclass MyError(Exception):\n    \"\"\"Raised.\"\"\"\n")
+    assert found == [original, original.replace("    pass\n", "")]
+
+
+def test_a_snippet_end_inside_a_long_block_keeps_it():
+    # Ending a function's first lines without a marker: deleting its five other statements is
+    # no reading (FEW), so the merge is sure.
+    original = "def f(a):\n" + "".join(f"    a += {i}\n" for i in range(6)) + "    return a\n"
+    found = explore(original, "def f(a):\n    a += 0\n    a += 1\n", "python")
+    assert not found.ambiguous and found.result.text == original
+
+
+def test_a_blank_line_written_at_a_marker_joins_the_blank_line_there():
+    original = "import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
+    snippet = "# ... existing code ...\n\ndef new():\n    return 0\n\n\ndef b():\n    return 2\n"
+    found = explore(original, snippet, "python")
+    assert not found.ambiguous
+    assert found.result.text == original.replace("def b():", "def new():\n    return 0\n\n\ndef b():")
+
+
+def test_a_segment_that_matches_equally_at_two_places_gives_both():
+    original = "def a():\n    x = 1\n    return x\n\n\ndef b():\n    x = 1\n    return x\n"
+    found = texts(original, "# ... existing code ...\n    x = 1\n    log(x)\n    return x\n# ... existing code ...\n")
+    assert sorted(found) == sorted([original.replace("    x = 1\n", "    x = 1\n    log(x)\n", 1),
+                                    original[::-1].replace("\n1 = x    ", "\n)x(gol    \n1 = x    ", 1)[::-1]])
+
+
+def test_a_method_a_rewritten_class_leaves_out_is_kept_or_deleted():
+    original = "class A:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n\n    def c(self):\n        return 3\n"
+    snippet = "class A:\n    def a(self):\n        return 10\n\n    def c(self):\n        return 3\n"
+    assert texts(original, snippet) == [original.replace("return 1\n", "return 10\n"),
+                                        original.replace("return 1\n", "return 10\n").replace("    def b(self):\n        return 2\n\n", "")]
+
+
+def test_methods_an_object_literal_leaves_out_before_its_closer_are_kept():
+    # Between the object's first line and its own `});`, a lone closer says too little to delete
+    # `_cast` and `_check` by: keeping them is the one reading.
+    original = ("inherits(A, B, {\n  _cast(v) {\n    return v;\n  },\n\n  ensure() {\n    return 1;\n  },\n\n"
+                "  _check(v) {\n    return true;\n  },\n});\n")
+    snippet = "inherits(A, B, {\n  ensure() {\n    return 2;\n  },\n});\n"
+    found = explore(original, snippet, "javascript")
+    assert not found.ambiguous and found.result.text == original.replace("return 1;", "return 2;")
+
+
+def test_new_first_lines_above_an_anchor_go_above_it_or_at_the_top():
+    original = "import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
+    # No marker before `import sys`, which is new, and code above the anchor `def b`: it goes
+    # right above `def b`, at the top of the file, or in place of what is above (three lines).
+    found = texts(original, "import sys\n\ndef b():\n    return 3\n# ... existing code ...\n")
+    assert len(found) == 3 and all("return 3" in text for text in found)
+    assert "    return 1\n\nimport sys\n\ndef b():" in found[0]
+    assert found[1].startswith("import sys\nimport os\n") and "def a()" in found[1]
+    assert found[2] == "import sys\n\ndef b():\n    return 3\n"
+
+
+class ScoringEngine:
+    """The Engine protocol as the ranking uses it, scoring each continuation by a given table
+    (the CI model's preferences are arbitrary; what is tested is the rule applied to them)."""
+
+    def __init__(self, tokenizer, prefer: dict[str, float]):
+        self.tokenizer, self.prefer = tokenizer, prefer
+        self.cfg = type("Cfg", (), {"max_model_len": 1 << 16})()
+
+    def submit(self, request):
+        return request
+
+    def stream(self, request):
+        tail = self.tokenizer.decode(request.prompt_ids[request.score_from :])
+        score = next((v for k, v in self.prefer.items() if k in tail), -1.0) if tail else 0.0
+        yield Event("s", [], "", True, "stop", GenerationStats(), logprob=score)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(ci_model_dir):
+    return Tokenizer(ci_model_dir)
+
+
+ERR = "class MyError(Exception):\n    \"\"\"Raised.\"\"\"\n    pass\n\n\nclass Other:\n    x = 1\n"
+ERR_SNIPPET = "# ... existing code ...\nclass MyError(Exception):\n    \"\"\"Raised.\"\"\"\n"
+
+
+def test_a_clear_margin_takes_the_model_s_reading(tokenizer):
+    engine = ScoringEngine(tokenizer, {"pass": -1.0, "class Other": -1.0 - MARGIN - 0.5})
+    result = apply_edit(engine, ApplyRequest(ERR, ERR_SNIPPET, path="e.py"))
+    assert result.ok and result.stats["path"] == "ranked" and result.merged_code == ERR
+    assert [r.logprob for r in result.readings] == [-1.0, -1.0 - MARGIN - 0.5]
+
+
+def test_a_near_tie_is_refused_with_the_readings(tokenizer):
+    engine = ScoringEngine(tokenizer, {"pass": -2.0, "class Other": -2.0 - MARGIN / 2})
+    result = apply_edit(engine, ApplyRequest(ERR, ERR_SNIPPET, path="e.py"))
+    assert not result.ok and "ranking_unsure" in result.validation.names
+    assert [r.merged_code for r in result.readings] == [ERR, ERR.replace("    pass\n", "")]
+    assert result.merged_code == ERR  # the reading that keeps every line, shown but not written
+
+
+def test_the_margin_is_the_lead_of_the_first_over_the_second():
+    ranking = Ranking((Scored(None, -1.0), Scored(None, -1.0 - MARGIN)), 10, 5, 0.1, (0, 3))
+    assert ranking.margin == pytest.approx(MARGIN) and ranking.chosen is None
+    assert Ranking((Scored("a", -1.0), Scored("b", -9.0)), 10, 5, 0.1, (0, 3)).chosen == "a"
+
+
+def test_the_model_cannot_change_a_line_outside_the_stretch_it_writes(tokenizer):
+    """A model that rewrites every line it is given: the lines outside the stretch around the
+    segment the merge could not place come back byte for byte."""
+    from tests.apply.conftest import SHAPES_PY
+    from tests.apply.test_pipeline import UNPLACED, EchoEngine
+
+    engine = EchoEngine(tokenizer, answer=lambda prediction: prediction.replace("self.", "this."))
+    result = apply_edit(engine, ApplyRequest(SHAPES_PY, UNPLACED, path="shapes.py"))
+    head = SHAPES_PY.split("    def area")[0]
+    assert result.merged_code.startswith(head) and "this." not in head
+    assert "this." in result.merged_code  # inside the stretch the model wrote what it wrote
