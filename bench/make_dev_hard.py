@@ -23,7 +23,8 @@ Construction, in order:
 3. Select. Whole repositories are assigned to `eval` or `train`. Per split, styles are
    filled round-robin, scarcest first, each time with the candidate whose repository,
    language and path are least used so far (caps: N cases per repository, 2 per path,
-   1 per commit). editapply is never run: no case is picked or dropped by its result.
+   1 per commit; never a snippet with a copied line that opens with ``` (it would read as a
+   fence)). editapply is never run: no case is picked or dropped by its result.
 4. Perturb. Some snippets get whitespace drift (leading tabs of context lines as 4 spaces,
    tab-indented files only), a bare code fence, a trailing blank line or no final newline.
 5. Check. expected != original; every line of the snippet is a line of `expected`, a marker,
@@ -1295,6 +1296,11 @@ def edit_key(c: Commit) -> tuple[str, str, str]:
     return c.path, c.original, c.expected
 
 
+def holds_fence(p: Pick) -> bool:
+    """A copied line that opens with ``` (Markdown in a doc comment) would read as a fence: never selected."""
+    return any(line.kind != "fence" and line.text.lstrip().startswith("```") for line in p.built.lines)
+
+
 def select_split(pools: dict[str, list[Pick]], target: int, caps: dict[str, int], max_per_path: int,
                  rng: random.Random) -> list[Pick]:
     """Fill styles round-robin, scarcest first, spreading repositories, languages and paths."""
@@ -1305,7 +1311,7 @@ def select_split(pools: dict[str, list[Pick]], target: int, caps: dict[str, int]
     active = set(STYLES)
     while active:
         style = min(active, key=lambda s: (len(taken[s]), len(order[s]), s))
-        avail = [p for p in order[style] if edit_key(p.commit) not in used
+        avail = [p for p in order[style] if edit_key(p.commit) not in used and not holds_fence(p)
                  and per_repo[p.commit.repo] < caps[p.commit.repo]
                  and per_path[p.commit.repo, p.commit.path] < max_per_path]
         if len(taken[style]) >= target or not avail:
