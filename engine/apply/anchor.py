@@ -114,8 +114,13 @@ class OriginalIndex:
 
     @functools.cached_property
     def definitions(self) -> frozenset[str]:
-        """The names the original defines."""
+        """The definition keys of the original (`def main`, `type Options`)."""
         return frozenset(key for key in self.defines if key)
+
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        """The names the original defines, whatever the keyword (`Options` of `type Options`)."""
+        return frozenset(key.split()[-1] for key in self.definitions)
 
     @functools.cached_property
     def skeletons(self) -> dict[str, list[str]]:
@@ -229,7 +234,9 @@ def new_definition_rows(seg: tuple[str, ...], index: OriginalIndex) -> set[int]:
     rows: set[int] = set()
     for s, line in enumerate(seg):
         key = definition(line)
-        if key is None or key in index.definitions or s in rows or _renames(line, index):
+        # A name the original defines is not new, whatever the keyword (`type Options` made an
+        # `interface Options`).
+        if key is None or key.split()[-1] in index.names or s in rows or _renames(line, index):
             continue
         depth = len(indent_of(line))
         end = s + 1

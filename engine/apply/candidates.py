@@ -43,6 +43,7 @@ class Candidate:
     level: int
     reach: int = 0  # non-blank segment lines outside the anchors
     drops: int = 0  # non-blank original lines in the span that no segment line matches
+    unique: int = 0  # anchored lines that occur once in the original
 
     @property
     def start(self) -> int:
@@ -62,13 +63,15 @@ class Candidate:
         return abs((orig_to - orig_from) - (seg_to - seg_from))
 
     @property
-    def score(self) -> tuple[int, float, int, float]:
+    def score(self) -> tuple[int, float, int, int, float]:
         """Higher is better: anchors reaching the segment's edges (the longest prefix and suffix
-        that match); then the weight of their significant lines; then fewer original code lines
-        dropped (of two readings that differ by a blank or a brace, the one that keeps the
-        second `return None` wins); then the whole anchor weight."""
+        that match); then the weight of their significant lines; then how many of them occur
+        nowhere else in the original (a line found once says where it is; the asserts two tests
+        share do not); then fewer original code lines dropped (of two readings that differ by a
+        blank or a brace, the one that keeps the second `return None` wins); then the whole
+        anchor weight."""
         significant = sum(w for b in {self.head, self.tail} for w in b.weights if w > TRIVIAL_WEIGHT)
-        return (-self.reach, round(significant, 3), -self.drops, round(self.weight, 3))
+        return (-self.reach, round(significant, 3), self.unique, -self.drops, round(self.weight, 3))
 
 
 def pair(head: Block, tail: Block) -> Candidate | None:
@@ -191,7 +194,9 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     best: dict[tuple[int, int, int, int], Candidate] = {}
     for c in found:
         reach = sum(1 for i in nonblank if not c.head.seg_start <= i < c.tail.seg_end)
-        c = replace(c, reach=reach, drops=dropped_lines(c, seg, index, code_only=True))
+        c = replace(c, reach=reach, drops=dropped_lines(c, seg, index, code_only=True),
+                    unique=sum(len(index.normal_at.get(normalize(seg[s]), ())) == 1
+                               for b in {c.head, c.tail} for s in range(b.seg_start, b.seg_end)))
         if c.bounds not in best or c.score > best[c.bounds].score:
             best[c.bounds] = c
     return sorted(best.values(), key=lambda c: c.score, reverse=True)
