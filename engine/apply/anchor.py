@@ -58,6 +58,13 @@ _ASSIGNED_FUNCTION = re.compile(
     r"^\s*(?:(?:export\s+)?(?:const|let|var)\s+)?([A-Za-z_$][\w$.]*)\s*[:=]\s*(?:async\s+)?"
     r"(?:function\b|\([^()]*\)\s*(?::\s*[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>)"
 )
+# The first line of a C-family method header that goes on to the next line (Java, C#):
+# `void emit(CodeWriter w, String name)` before `throws IOException {` -- a type, then the name.
+_SIGNATURE = re.compile(
+    r"^\s*(?:(?:public|private|protected|internal|static|final|abstract|synchronized|native|override|virtual|"
+    r"async|default|sealed|extern|unsafe|partial)\s+)*(?!(?:return|new|throw|else|await|yield|case|goto|in|of)\b)"
+    r"[\w<>\[\],.?]+\s+([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\((?:[^;{}=]*\)(?:\s*throws\s+[\w., ]+)?|[^;{}=)]*,)\s*$"
+)
 _COMMENT_OPENERS = ("#", "//", "/*", "*", "--", ";", "<!--")
 _CONTROL = frozenset("if for while switch catch with return else do try synchronized foreach using lock fixed elif".split())
 
@@ -73,7 +80,7 @@ def definition(line: str) -> str | None:
     assigned = _ASSIGNED_FUNCTION.match(line)
     if assigned:
         return f"function {assigned.group(1).split('.')[-1]}"
-    method = _METHOD.match(line)
+    method = _METHOD.match(line) or _SIGNATURE.match(line)
     return f"method {method.group(1)}" if method and method.group(1) not in _CONTROL else None
 
 

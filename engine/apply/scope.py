@@ -28,8 +28,8 @@ from engine.apply.anchor import definition
 from engine.apply.languages import parse_tree
 from engine.apply.text import indent_of
 
-# A line that only closes: brackets, or the end of a docstring or block comment (`"""`, `*/`).
-_CLOSER = re.compile(r"^[\s\])}>;,]+$|^\s*(?:\"\"\"|\'\'\'|\*/)\s*$")
+# A line that only closes: brackets, Ruby's `end`, the end of a docstring or block comment (`"""`, `*/`).
+_CLOSER = re.compile(r"^[\s\])}>;,]+$|^\s*(?:\"\"\"|\'\'\'|\*/|end)\s*$")
 
 
 def open_constructs(original: str, lines, language: str | None, span_start: int, end: int, hi: int) -> list[tuple[int, int]]:
