@@ -189,9 +189,10 @@ def extend(lines, index, at, orig, limit, step, similar: bool = True):
     edge = at if step < 0 else at - 1  # the anchor's outermost line (none for an empty anchor)
     if 0 <= edge < len(lines) and not lines[edge].strip():
         return at, orig, False
-    if 0 <= edge < len(lines) and definition(lines[edge]):
+    if 0 <= edge < len(lines) and _documents(lines, edge, step):
         # A definition's doc comment (above it) or docstring (below it) is one thing: a
-        # different one in the snippet replaces the original's whole, however long each is.
+        # different one in the snippet replaces the original's whole, however long each is
+        # (also when the anchor took its last lines, the same in both).
         ours, theirs = doc_block(lines, at, step), doc_block(index.lines, orig, step, limit)
         if ours and theirs and indent_of(lines[at if step > 0 else at - 1]) == indent_of(index.lines[orig if step > 0 else orig - 1]):
             return at + step * ours, orig + step * theirs, False
@@ -210,6 +211,19 @@ def extend(lines, index, at, orig, limit, step, similar: bool = True):
 
 _DOC_COMMENT = re.compile(r"^\s*(?:#(?!!)|//|/\*|\*|--)")
 _DOCSTRING = re.compile(r'^\s*[rRbBuU]?("""|\'\'\')')
+
+
+def _documents(lines, edge: int, step: int) -> bool:
+    """Whether an anchor whose outermost line is `edge` is a definition's header, or (above it)
+    doc comment lines that run down to its header."""
+    if definition(lines[edge]):
+        return True
+    if step > 0:
+        return False
+    row = edge
+    while row < len(lines) and _DOC_COMMENT.match(lines[row]):
+        row += 1
+    return row > edge and row < len(lines) and definition(lines[row]) is not None
 
 
 def doc_block(lines, at: int, step: int, limit: int | None = None) -> int:
