@@ -89,8 +89,7 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
     for result, taken, said in runs:
         if result.status not in SUCCESS or result.text in readings:
             continue
-        sure = not said and result.status == "exact" and result.confidence == 1.0
-        check = validate(original, result, language=language, sure=sure)
+        check = validate(original, result, language=language)
         if check.ok and _dead_lines(result.text) <= dead_before:
             picked = tuple((k, taken[k]) for k in sorted(taken, key=_snippet_line) if k in said)
             readings[result.text] = Reading(result, check, picked, tuple(said[k][v] for k, v in picked))
@@ -98,8 +97,7 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
     if len(found) == 1:
         return Exploration(found[0].merge, found[0].validation, tuple(found), len(runs))
     if not found:
-        sure = not options and first.status == "exact" and first.confidence == 1.0
-        return Exploration(first, validate(original, first, language=language, sure=sure), (), len(runs))
+        return Exploration(first, validate(original, first, language=language), (), len(runs))
     listed = " | ".join(f"({n}) {r.label}" for n, r in enumerate(found, 1))
     problem = Problem("ambiguous_reading", f"the snippet can be read {len(found)} ways, and nothing in it says which "
                       f"is meant: {listed}")

@@ -63,15 +63,13 @@ class Validation:
 
 
 def validate(original: str, result, snippet: str | Snippet | None = None, language: str | None = None,
-             *, allow_deletion: bool = False, merge: MergeResult | None = None, sure: bool = False) -> Validation:
+             *, allow_deletion: bool = False, merge: MergeResult | None = None) -> Validation:
     """Validate `result` (a string or a `MergeResult`) as the new version of `original`.
 
     `snippet` (text or parsed; a merge brings its own) tells whether a large deletion was asked
     for: a snippet without markers is the whole new file. `merge` (the `result` itself when it is
     one) says which original lines the snippet's segments cover. `allow_deletion` says the
-    request asked for deletions (a unified diff). `sure`: `result` is a merge that made no
-    choice and doubts nothing, so syntax errors only on lines the snippet wrote new are the
-    snippet's own (new syntax, a quirk of the grammar), not the merge's doing: a warning.
+    request asked for deletions (a unified diff).
     """
     text = result if isinstance(result, str) else result.text
     merge = merge if merge is not None else (None if isinstance(result, str) else result)
@@ -86,7 +84,7 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
     problems: list[Problem] = []
     if not text.strip() and original.strip():
         problems.append(Problem("empty_result", "the result is empty but the original is not"))
-    problems += _parse_errors(original, text, language, snippet if sure and isinstance(snippet, Snippet) else None)
+    problems += _parse_errors(original, text, language, snippet if isinstance(snippet, Snippet) else None)
     problems += _copied_markers(original, text, language)
     # A snippet without markers that the merge took as the whole new file: its deletions are
     # what it says (a fragment keeps the code around it, so it deletes nothing there).
@@ -129,8 +127,11 @@ def syntax_errors(text: str, language: str | None) -> list[int] | None:
 
 
 def _parse_errors(original: str, text: str, language: str | None, snippet: Snippet | None) -> list[Problem]:
-    """More syntax errors than the original has: an error, unless `snippet` is given (a sure
-    merge) and every new one sits on a line it wrote new: then a warning."""
+    """More syntax errors than the original has: an error -- unless every new one sits on a line
+    the snippet wrote new that stands alone (its brackets balanced, opening no block), and the
+    result without those lines has no more errors than the original: the grammar rejects the
+    user's own code there (syntax newer than the grammar, or a quirk of it), which no merge can
+    fix, and the code around it is whole (a warning)."""
     after = syntax_errors(text, language)
     if not after:
         return []
@@ -140,15 +141,28 @@ def _parse_errors(original: str, text: str, language: str | None, snippet: Snipp
     orig_lines = original.split("\n")
     old = {orig_lines[r].strip() for r in before}
     lines = text.split("\n")
-    fresh = [r for r in after if lines[r].strip() not in old]
+    fresh = sorted({r for r in after if lines[r].strip() not in old})
     row = fresh[0] if fresh else after[0]
     counts = f"the result has {len(after)} syntax error node(s), the original {len(before)}"
-    if snippet is not None and fresh:
-        written = {line.strip() for seg in snippet.segments for line in seg.lines} - {l.strip() for l in orig_lines}
-        if all(lines[r].strip() in written for r in fresh):
-            return [Problem("parse_errors", f"{counts}, all on lines the snippet wrote: the grammar rejects the "
-                            "snippet's own code, the merge broke nothing", "warning", line=row + 1)]
+    if snippet is not None and fresh and _snippet_own(fresh, lines, snippet, orig_lines):
+        rest = "\n".join(line for r, line in enumerate(lines) if r not in fresh)
+        if len(syntax_errors(rest, language) or []) <= len(before):
+            return [Problem("parse_errors", f"{counts}, all on lines the snippet wrote that stand alone: the grammar "
+                            "rejects the snippet's own code (new syntax or a quirk of the grammar), kept as written",
+                            "warning", line=row + 1)]
     return [Problem("parse_errors", f"{counts}: the merge broke the code's syntax", line=row + 1)]
+
+
+def _snippet_own(rows: list[int], lines: list[str], snippet: Snippet, orig_lines: list[str]) -> bool:
+    """Whether each of `rows` is a line the snippet wrote new that opens and closes nothing."""
+    written = {line.strip() for seg in snippet.segments for line in seg.lines} - {l.strip() for l in orig_lines}
+    return all(lines[r].strip() in written and _balanced(lines[r]) for r in rows)
+
+
+def _balanced(line: str) -> bool:
+    text = line.strip()
+    return not text.endswith(("{", "(", "[", ":", ",")) and all(
+        text.count(a) == text.count(b) for a, b in ("()", "[]", "{}"))
 
 
 def _copied_markers(original: str, text: str, language: str | None) -> list[Problem]:
