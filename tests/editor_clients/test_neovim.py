@@ -75,6 +75,19 @@ def test_edit_apply_from_the_clipboard(nvim: Path, tmp_path: Path):
     assert file.read_text(encoding="utf-8") == case["original"]
 
 
+def test_edit_apply_in_a_second_buffer(nvim: Path, tmp_path: Path):
+    """`:EditApply` in a buffer the running server is not attached to yet: it attaches and applies
+    (the attach happens inside vim.lsp.start, before an LspAttach autocmd could be set)."""
+    case = dev_case("tj/commander.js@019499bfc3")
+    file = write_case(tmp_path, case)
+    other = tmp_path / "repo" / "other.py"
+    other.write_text("x = 1\n")
+    report = run_spec(nvim, "second_buffer", tmp_path, file=str(file), other=str(other), snippet=case["update_snippet"],
+                      cmd=[EDITAPPLY, "lsp"])
+    assert errors(report) == []
+    assert text(report["after"]) == case["expected"]
+
+
 def test_edit_apply_from_a_selection_in_another_buffer(nvim: Path, tmp_path: Path):
     """`:'<,'>EditApply` in a chat buffer, its fenced answer selected: the file's buffer (in the
     previous window) becomes `expected`; the chat buffer is unchanged."""

@@ -1,7 +1,7 @@
 -- Headless Neovim running the editapply plugin the way a user does (its user commands, against the
 -- real `editapply lsp`), then writing what it saw to a JSON report for test_neovim.py.
 --   nvim --headless -u NONE -i NONE -n -l spec.lua SCENARIO CONFIG.json
--- CONFIG: {plugin, out, file?, snippet?, language?, question?, cmd?, settings?}. Scenarios:
+-- CONFIG: {plugin, out, file?, snippet?, language?, question?, cmd?, settings?, other?}. Scenarios:
 --   apply      the snippet on the clipboard ("+"), :EditApply in the file's buffer
 --   selection  the snippet in a chat buffer's fenced block, selected, :'<,'>EditApply (the file's
 --              buffer is in the previous window)
@@ -10,6 +10,7 @@
 --   health     :checkhealth editapply
 --   ask        :EditApplyAsk {question} (the model): the answer in a split, progress on the way
 --   cancel     :EditApply on the model path, :EditApplyCancel at its first progress report
+--   second_buffer  :EditApply in the file's buffer while the server already runs for `other`'s
 local scenario, config_path = arg[1], arg[2]
 local config = vim.json.decode(table.concat(vim.fn.readfile(config_path), "\n"))
 local TIMEOUT_MS = 60000
@@ -75,6 +76,23 @@ if scenario == "apply" then
   vim.fn.setreg("+", config.snippet)
   vim.cmd("EditApply")
   local timeout = wait("the apply", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target) })
+end
+
+if scenario == "second_buffer" then
+  -- The client runs, attached to another buffer only (setup's enable = false): :EditApply here
+  -- attaches it to this one.
+  local started = false
+  vim.cmd("split " .. vim.fn.fnameescape(config.other))
+  require("editapply").with_client(vim.api.nvim_get_current_buf(), function() started = true end)
+  local timeout = wait("the server", function() return started end)
+  if timeout then
+    return finish(timeout)
+  end
+  vim.cmd.wincmd("p")
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApply")
+  timeout = wait("the apply", function() return said("applied") or failed() end)
   return finish(timeout or { after = buffer(target) })
 end
 

@@ -73,6 +73,9 @@ function M.with_client(bufnr, fn)
     if not client then
       return vim.notify("editapply: the language server did not start (see :checkhealth editapply)", vim.log.levels.ERROR)
     end
+    if client.initialized then -- a running client: it attached (and LspAttach fired) inside vim.lsp.start
+      return fn(client)
+    end
   end
   vim.api.nvim_create_autocmd("LspAttach", {
     buffer = bufnr,
