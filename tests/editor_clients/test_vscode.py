@@ -228,11 +228,11 @@ def test_ambiguous_snippet_diff_before_choosing(code_server: CodeServer, tmp_pat
 
 
 def test_ambiguous_snippet_from_the_code_action(code_server: CodeServer, tmp_path: Path):
-    """The server's code action ("Apply this snippet to FILE", in a chat file's fenced
-    block, from the light bulb) runs editapply.apply through VS Code's command: its readings are
-    offered the same way."""
+    """The server's code action ("Apply this snippet to FILE", from the light bulb in a chat
+    file's fenced block) runs editapply.apply through VS Code's command: its readings are offered
+    the same way."""
     file = write(code_server, "readings/action.py", AMBIGUOUS)
-    chat = write(code_server, "readings/chat.md",
+    chat = write(code_server, "readings/action-chat.md",  # a name Quick Open finds first
                  f"Like this:\n\n```python readings/action.py\n{ENDS_AT_DOCSTRING}```\n")
     report = drive(code_server, "readingsCodeAction", file, "", tmp_path, chat=str(chat), chatLine=4)
     assert "can be read 2 ways in readings/action.py" in report["pick"]["title"]
