@@ -8,8 +8,11 @@ used through its user commands against the real `editapply lsp` (nvim/spec.lua p
   (the command, or a reachable engine); the vLLM backend's settings reach the server.
 
 * `:EditApplyAsk` streams the model's answer into a split; `:EditApplyCancel` stops a model run.
+* An ambiguous snippet: its readings offered with vim.ui.select (`:EditApply`, `:EditApplyPreview`,
+  the server's code action); cancelling changes nothing, the reading chosen is applied.
 
-Engine: none for the dev cases (the deterministic path) and health (the server's status only);
+Engine: none for the dev cases (the deterministic path), the ambiguous snippet (mode
+deterministic: no model ranks its readings) and health (the server's status only);
 the local CI model for ask and cancel.
 The last test runs the same preview in Neovim's real UI in a terminal (tmux), and keeps its
 screenshot (rendered by Chromium) for the README.
@@ -27,6 +30,7 @@ from tests.editor_clients.conftest import CHROMIUM, CLIENTS, EDITAPPLY, HERE, de
 from tests.editor_clients.terminal import Terminal, screenshot
 from tests.conftest import CI_MODEL
 from tests.lsp.conftest import CI_ENGINE_ENV, closed_port
+from tests.lsp.test_apply import AMBIGUOUS, ENDS_AT_DOCSTRING
 
 SPEC = HERE / "nvim" / "spec.lua"
 RUN_TIMEOUT_S = 180
@@ -73,6 +77,19 @@ def test_edit_apply_from_the_clipboard(nvim: Path, tmp_path: Path):
     assert text(report["after"]) == case["expected"] and report["after"]["modified"] is True
     assert any("applied 1 edit to" in m["message"] for m in report["messages"]), report["messages"]
     assert file.read_text(encoding="utf-8") == case["original"]
+
+
+def test_edit_apply_in_a_second_buffer(nvim: Path, tmp_path: Path):
+    """`:EditApply` in a buffer the running server is not attached to yet: it attaches and applies
+    (the attach happens inside vim.lsp.start, before an LspAttach autocmd could be set)."""
+    case = dev_case("tj/commander.js@019499bfc3")
+    file = write_case(tmp_path, case)
+    other = tmp_path / "repo" / "other.py"
+    other.write_text("x = 1\n")
+    report = run_spec(nvim, "second_buffer", tmp_path, file=str(file), other=str(other), snippet=case["update_snippet"],
+                      cmd=[EDITAPPLY, "lsp"])
+    assert errors(report) == []
+    assert text(report["after"]) == case["expected"]
 
 
 def test_edit_apply_from_a_selection_in_another_buffer(nvim: Path, tmp_path: Path):
@@ -141,6 +158,58 @@ def test_cancel_stops_a_model_apply(nvim: Path, tmp_path: Path, ci_model_dir):
     assert any(m["message"] == "editapply: cancelling 1 request" for m in report["messages"])
     assert text(report["after"]) == case["original"] and report["after"]["modified"] is False
     assert report["status_after"] == ""
+
+
+DETERMINISTIC = {"mode": "deterministic"}
+WITHOUT_PASS = AMBIGUOUS.replace("    pass\n", "")
+
+
+def write(tmp_path: Path, relpath: str, text: str) -> Path:
+    file = tmp_path / "repo" / relpath
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(text, encoding="utf-8", newline="")
+    return file
+
+
+def test_ambiguous_snippet_pick(nvim: Path, tmp_path: Path):
+    """`:EditApply` of a snippet that ends at a class's docstring, no marker after it: two readings
+    (keep `pass`, or end the class there), offered with vim.ui.select, the prompt naming the file.
+    Cancelling changes nothing; reading 2 is applied: `pass` is gone, unsaved."""
+    file = write(tmp_path, "errors.py", AMBIGUOUS)
+    report = run_spec(nvim, "readings", tmp_path, file=str(file), snippet=ENDS_AT_DOCSTRING, pick=2,
+                      cmd=[EDITAPPLY, "lsp"], settings=DETERMINISTIC)
+    assert errors(report) == []
+    first, second = report["picks"]
+    assert first == second and "can be read 2 ways in repo/errors.py" in first["prompt"]
+    assert "below are kept (no change)" in first["items"][0]
+    assert "ends its block" in first["items"][1] and first["items"][1].endswith("(+0 −1 lines)")
+    assert text(report["cancelled"]) == AMBIGUOUS and report["cancelled"]["modified"] is False
+    assert text(report["after"]) == WITHOUT_PASS and report["after"]["modified"] is True
+    assert file.read_text(encoding="utf-8") == AMBIGUOUS
+
+
+def test_ambiguous_snippet_preview(nvim: Path, tmp_path: Path):
+    """`:EditApplyPreview` of the ambiguous snippet: the reading chosen is shown as the preview's
+    diff (its winbar says which), the buffer untouched; `a` applies it."""
+    file = write(tmp_path, "errors.py", AMBIGUOUS)
+    report = run_spec(nvim, "readings_preview", tmp_path, file=str(file), snippet=ENDS_AT_DOCSTRING, pick=2,
+                      cmd=[EDITAPPLY, "lsp"], settings=DETERMINISTIC)
+    assert errors(report) == []
+    assert "-    pass" in report["preview"]["lines"] and "reading 2 of 2" in report["preview"]["winbar"]
+    assert text(report["during"]) == AMBIGUOUS
+    assert text(report["after"]) == WITHOUT_PASS
+
+
+def test_ambiguous_snippet_from_the_code_action(nvim: Path, tmp_path: Path):
+    """The server's code action on a chat file's fenced block runs editapply.apply with no callback
+    of the plugin's; the plugin's handler still offers the readings, and applies the one chosen."""
+    file = write(tmp_path, "errors.py", AMBIGUOUS)
+    chat = write(tmp_path, "chat.md", f"Like this:\n\n```python errors.py\n{ENDS_AT_DOCSTRING}```\n")
+    report = run_spec(nvim, "readings_code_action", tmp_path, file=str(file), chat=str(chat), chat_line=4, pick=2,
+                      cmd=[EDITAPPLY, "lsp"], settings=DETERMINISTIC)
+    assert errors(report) == []
+    assert "can be read 2 ways in repo/errors.py" in report["picks"][0]["prompt"]
+    assert text(report["after"]) == WITHOUT_PASS
 
 
 def health(report: dict) -> str:

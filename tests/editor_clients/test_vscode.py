@@ -11,8 +11,12 @@ and the real `editapply lsp` behind it.
   Accept (the diff editor's title button) applies the merged text through editapply.applyMerged.
 * Progress and cancel: "editapply: Ask About This File" runs the model; its progress is a
   notification with the figures and a Cancel button, which stops it.
+* An ambiguous snippet: its readings in a pick list (Apply Clipboard, Preview Apply, the server's
+  code action); Escape changes nothing, a pick applies that reading (or shows its diff first).
+* A preview that fails validation says why, in the server's words.
 
-Engine: none for the dev cases (the deterministic path); the local CI model for the ask. The extension's pure logic has its own
+Engine: none for the applies (mode deterministic: the dev cases, and the ambiguous snippet, whose
+readings no model ranks); the local CI model for the ask. The extension's pure logic has its own
 unit tests (editor_clients/vscode/test, node's test runner: `npm test` there).
 """
 
@@ -29,10 +33,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
 from tests.conftest import CI_MODEL
 from tests.editor_clients.conftest import (CHROMIUM, CLIENTS, EDITAPPLY, HERE, dev_case, free_port, keep_screenshot,
                                            require)
 from tests.lsp.conftest import CI_ENGINE_ENV
+from tests.lsp.test_apply import AMBIGUOUS, BROKEN, ENDS_AT_DOCSTRING, SHAPES
 
 E2E = HERE / "vscode"
 CODE_SERVER = E2E / "node_modules" / ".bin" / "code-server"
@@ -43,6 +49,7 @@ DRIVE_TIMEOUT_S = 300
 USER_SETTINGS = {
     "editapply.server.command": [EDITAPPLY, "lsp"],
     "editapply.model": CI_MODEL,  # loaded only by the model run (the ask)
+    "editapply.mode": "deterministic",  # applies never wait for a model, and none ranks the readings
     "editapply.trace.server": "messages",  # the LSP traffic lands in the output channel's log
     "workbench.startupEditor": "none",  # else the welcome page takes the keystrokes
     "workbench.colorTheme": "Default Dark Modern",
@@ -186,3 +193,61 @@ def test_model_progress_shows_and_cancels(code_server: CodeServer, tmp_path: Pat
     assert "editapply: ask (1 document)" in report["progress"] and "tokens/step" in report["progress"]
     assert report["toastsAfterCancel"] == 0
     assert report["saved"] == case["original"]
+
+
+def write(server: CodeServer, relpath: str, text: str) -> Path:
+    return write_case(server, {"path": relpath, "original": text})
+
+
+def test_ambiguous_snippet_pick_list(code_server: CodeServer, tmp_path: Path):
+    """A snippet that ends at a class's docstring, with no marker after it, reads two ways (keep
+    `pass`, or end the class there): Apply Clipboard offers both in a pick list, each with what it
+    changes and the server's sentence. Escape changes nothing; "Reading 2" drops `pass`."""
+    file = write(code_server, "readings/errors.py", AMBIGUOUS)
+    report = drive(code_server, "readings", file, ENDS_AT_DOCSTRING, tmp_path)
+    keep_screenshot(tmp_path / "readings.png", "vscode-readings.png")
+    assert "can be read 2 ways in readings/errors.py" in report["pick"]["title"]
+    first, second = report["pick"]["items"]
+    assert first.startswith("Reading 1") and "no change" in first and "below are kept" in first
+    assert second.startswith("Reading 2") and "+0 −1 lines" in second and "ends its block" in second
+    assert report["dirtyAfterEscape"] is False and report["diskAfterEscape"] == AMBIGUOUS
+    assert report["diskBeforeSave"] == AMBIGUOUS  # edited in the editor, not on disk
+    assert report["saved"] == AMBIGUOUS.replace("    pass\n", "")
+
+
+def test_ambiguous_snippet_diff_before_choosing(code_server: CodeServer, tmp_path: Path):
+    """Preview Apply on an ambiguous snippet: the reading picked opens as the preview's diff;
+    Reject changes nothing. Apply Clipboard: a reading's diff button shows it first, and Accept
+    applies it."""
+    file = write(code_server, "readings/diff.py", AMBIGUOUS)
+    report = drive(code_server, "readingsDiff", file, ENDS_AT_DOCSTRING, tmp_path)
+    assert [item[:len("Reading N")] for item in report["pick"]["items"]] == ["Reading 1", "Reading 2"]
+    assert report["diskDuringPreview"] == AMBIGUOUS and report["fileTabDirtyDuringPreview"] is False
+    assert report["fileTabDirtyBeforeAccept"] is False and report["diskBeforeSave"] == AMBIGUOUS
+    assert report["saved"] == AMBIGUOUS.replace("    pass\n", "")
+
+
+def test_ambiguous_snippet_from_the_code_action(code_server: CodeServer, tmp_path: Path):
+    """The server's code action ("Apply this snippet to FILE", from the light bulb in a chat
+    file's fenced block) runs editapply.apply through VS Code's command: its readings are offered
+    the same way."""
+    file = write(code_server, "readings/action.py", AMBIGUOUS)
+    chat = write(code_server, "readings/action-chat.md",  # a name Quick Open finds first
+                 f"Like this:\n\n```python readings/action.py\n{ENDS_AT_DOCSTRING}```\n")
+    report = drive(code_server, "readingsCodeAction", file, "", tmp_path, chat=str(chat), chatLine=4)
+    assert "can be read 2 ways in readings/action.py" in report["pick"]["title"]
+    assert report["saved"] == AMBIGUOUS.replace("    pass\n", "")
+
+
+def test_preview_shows_why_validation_failed(code_server: CodeServer, tmp_path: Path):
+    """Preview Apply of a snippet that breaks the syntax: the warning gives the server's reason
+    (its `reason` field), and the diff's title says validation failed; nothing is written."""
+    file = write(code_server, "invalid/shapes.py", SHAPES)
+    request = ApplyRequest(initial_code=SHAPES, edit_snippet=BROKEN, language="python", path="shapes.py",
+                           mode="deterministic")
+    [reason] = [p.reason for p in apply_edit(None, request, plan=prepare(request)).validation.problems
+                if p.severity == "error"]
+    report = drive(code_server, "invalidPreview", file, BROKEN, tmp_path)
+    assert report["warning"].startswith("editapply: the merged text failed validation: ")
+    assert reason in report["warning"], (reason, report["warning"])
+    assert report["saved"] == SHAPES

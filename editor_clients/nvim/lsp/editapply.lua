@@ -12,6 +12,14 @@ return {
   },
   root_markers = { ".git", "pyproject.toml", "package.json", "go.mod", "Cargo.toml" },
   -- The server's settings (lsp_server/settings.py): engineUrl, apiKey, model, backend, vllmUrl,
-  -- mode, promptForm, maxTokens. Unset keys take the server's defaults.
-  init_options = {},
+  -- mode, promptForm, maxTokens. Unset keys take the server's defaults. `pickReadings`: an
+  -- ambiguous snippet's readings come back to the plugin, which offers them (vim.ui.select).
+  init_options = { pickReadings = true },
+  handlers = {
+    -- The server's code action runs editapply.apply with no callback of the plugin's: its result
+    -- (a reading to pick) is handled as the plugin's own commands' results are.
+    ["workspace/executeCommand"] = function(...)
+      return require("editapply.apply").command_result(...)
+    end,
+  },
 }

@@ -1,10 +1,12 @@
 // The language client for `editapply lsp`: how it is started (settings.ts's serverLaunch), what it
-// is sent (serverSettings, with the API key from SecretStorage), and which documents it sees.
+// is sent (serverSettings, with the API key from SecretStorage), which documents it sees, and who
+// hears the results of the server's own code action.
 import * as net from "node:net";
 import { workspace } from "vscode";
 import type { ExtensionContext, OutputChannel } from "vscode";
 import { DidChangeConfigurationNotification, LanguageClient } from "vscode-languageclient/node";
 import type { ServerOptions, StreamInfo } from "vscode-languageclient/node";
+import type { ApplyResult } from "./commands";
 import { showProgress } from "./progress";
 import { serverLaunch, serverSettings } from "./settings";
 import type { ServerSettings } from "./settings";
@@ -29,12 +31,22 @@ function serverOptions(): ServerOptions {
   return { command: launch.command, args: launch.args, options: { cwd } };
 }
 
-export async function startClient(context: ExtensionContext, output: OutputChannel): Promise<LanguageClient> {
+/** `onApplied` gets the result of an `editapply.apply` run through VS Code's command of that name:
+ * the server's code action ("Apply this snippet to FILE") does, and its result would be lost. */
+export async function startClient(context: ExtensionContext, output: OutputChannel,
+                                  onApplied: (result: ApplyResult) => Promise<void>): Promise<LanguageClient> {
   const client = new LanguageClient("editapply", "editapply", serverOptions(), {
     // Every text document: an edit can be for any language, and chat panes carry snippets.
     documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
     initializationOptions: await currentSettings(context),
     outputChannel: output,
+    middleware: {
+      executeCommand: async (command, args, next) => {
+        const result = await next(command, args);
+        if (command === "editapply.apply" && result) await onApplied(result as ApplyResult);
+        return result;
+      },
+    },
   });
   await client.start();
   context.subscriptions.push(showProgress(client));

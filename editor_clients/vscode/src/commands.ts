@@ -1,22 +1,39 @@
 // The user's commands, each one `workspace/executeCommand` on the server (README, "Use it from an
 // editor"): the server merges against the document as the editor holds it and sends the edit back
 // as `workspace/applyEdit`, which the language client applies; a result that fails validation is
-// offered by the server itself ("Apply anyway" / "Cancel").
+// offered by the server itself ("Apply anyway" / "Cancel"). A snippet the server can read several
+// ways comes back unapplied with its readings (we told it `pickReadings`): they are offered here in
+// a pick list, and the chosen one is applied with `editapply.applyMerged`.
 import * as path from "node:path";
-import { env, Uri, ViewColumn, window, workspace } from "vscode";
-import type { TextEditor } from "vscode";
+import { env, ThemeIcon, Uri, ViewColumn, window, workspace } from "vscode";
+import type { QuickPickItem, TextEditor } from "vscode";
 import { ExecuteCommandRequest } from "vscode-languageclient/node";
 import type { LanguageClient } from "vscode-languageclient/node";
 import { Previews } from "./preview";
-import { describeFailure, describeResult, namedFile, pickSnippet, rankTargets } from "./snippet";
+import type { Preview } from "./preview";
+import {
+  describeFailure, describeResult, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick, validationReasons,
+} from "./snippet";
+import type { Reading, Validation } from "./snippet";
 
 type Client = () => LanguageClient;
 
-interface PreviewResult {
+/** What editapply.apply and editapply.preview both return (README, "Use it from an editor"). */
+interface Result {
   uri: string;
   version: number | null;
+  validation: Validation;
+  readings?: Reading[];
+}
+
+export interface ApplyResult extends Result {
+  applied: boolean;
+  edits?: number;
+  path?: string;
+}
+
+interface PreviewResult extends Result {
   merged: string;
-  validation: { ok: boolean; problems?: { severity: string; message?: string }[] };
 }
 
 /** Run a server command; a failure is shown (a cancel quietly) and gives undefined. */
@@ -39,13 +56,69 @@ function activeEditor(): TextEditor | undefined {
 
 const label = (uri: Uri): string => workspace.asRelativePath(uri, false);
 
-async function apply(client: Client, target: Uri, snippet: string): Promise<void> {
-  const result = await run<{ applied: boolean; edits?: number; path?: string }>(
-    client, "editapply.apply", { uri: target.toString(), snippet });
-  if (result !== undefined) window.setStatusBarMessage(describeResult(result, label(target)), 8000);
+async function apply(client: Client, previews: Previews, target: Uri, snippet: string): Promise<void> {
+  const result = await run<ApplyResult>(client, "editapply.apply", { uri: target.toString(), snippet });
+  if (result !== undefined) await applied(client, previews, result);
 }
 
-export async function applyClipboard(client: Client): Promise<void> {
+/** After `editapply.apply` (our commands, or the server's code action): an ambiguous snippet's
+ * readings to pick from, else what was done. Picking a reading applies it; its diff button shows
+ * it as a preview first (Accept / Reject); Escape changes nothing. */
+export async function applied(client: Client, previews: Previews, result: ApplyResult): Promise<void> {
+  const target = Uri.parse(result.uri);
+  const readings = readingsToPick(result);
+  if (readings.length === 0) {
+    window.setStatusBarMessage(describeResult(result, label(target)), 8000);
+    return;
+  }
+  if (result.version === null) { // a file the server read from disk: applyMerged needs it open
+    void window.showWarningMessage(`editapply: the snippet can be read ${readings.length} ways; ` +
+      `open ${label(target)} and apply it again to choose`);
+    return;
+  }
+  const picked = await pickReading(readings, label(target), true);
+  if (picked === undefined) return;
+  const reading = { target, version: result.version, merged: readings[picked.index].merged };
+  if (picked.diff) await previews.show(reading, `reading ${picked.index + 1}`);
+  else await applyMerged(client, reading);
+}
+
+const DIFF_BUTTON = { iconPath: new ThemeIcon("diff"), tooltip: "Show the diff first (Accept applies it)" };
+
+/** The reading the user picks (`diff`: with its diff button), or undefined on Escape. */
+function pickReading(readings: Reading[], file: string, withDiff: boolean): Promise<{ index: number; diff: boolean } | undefined> {
+  const pick = window.createQuickPick<QuickPickItem & { index: number }>();
+  pick.title = `editapply: the snippet can be read ${readings.length} ways in ${file}; which is meant?`;
+  pick.items = readingItems(readings).map((item, index) => ({ ...item, index, buttons: withDiff ? [DIFF_BUTTON] : [] }));
+  pick.matchOnDescription = pick.matchOnDetail = true;
+  return new Promise((resolve) => {
+    let picked: { index: number; diff: boolean } | undefined;
+    pick.onDidAccept(() => {
+      const item = pick.activeItems[0];
+      if (item !== undefined) picked = { index: item.index, diff: false };
+      pick.hide();
+    });
+    pick.onDidTriggerItemButton(({ item }) => {
+      picked = { index: item.index, diff: true };
+      pick.hide();
+    });
+    pick.onDidHide(() => {
+      pick.dispose();
+      resolve(picked);
+    });
+    pick.show();
+  });
+}
+
+/** A previewed (or picked) text applied as is, if the document is still at its version. */
+async function applyMerged(client: Client, { target, version, merged }: Preview): Promise<boolean> {
+  const result = await run<ApplyResult>(client, "editapply.applyMerged", { uri: target.toString(), version, merged });
+  if (result === undefined) return false; // e.g. stale: the error says why
+  window.setStatusBarMessage(describeResult(result, label(target)), 8000);
+  return true;
+}
+
+export async function applyClipboard(client: Client, previews: Previews): Promise<void> {
   const editor = activeEditor();
   if (editor === undefined) return;
   const snippet = await env.clipboard.readText();
@@ -53,12 +126,12 @@ export async function applyClipboard(client: Client): Promise<void> {
     void window.showWarningMessage("editapply: the clipboard is empty: copy the edit snippet first");
     return;
   }
-  await apply(client, editor.document.uri, snippet);
+  await apply(client, previews, editor.document.uri, snippet);
 }
 
 /** The selection (or the fenced block under the cursor) of this editor, applied to another file:
  * the one the snippet names comes first in the pick list. */
-export async function applySelectionToFile(client: Client): Promise<void> {
+export async function applySelectionToFile(client: Client, previews: Previews): Promise<void> {
   const editor = activeEditor();
   if (editor === undefined) return;
   const { document, selection } = editor;
@@ -79,10 +152,11 @@ export async function applySelectionToFile(client: Client): Promise<void> {
   const target = picked.uri ?? (await window.showOpenDialog({ canSelectMany: false, openLabel: "Apply to" }))?.[0];
   if (target === undefined) return;
   await window.showTextDocument(await workspace.openTextDocument(target), { preview: false });
-  await apply(client, target, snippet);
+  await apply(client, previews, target, snippet);
 }
 
-/** The clipboard's snippet merged into this file and shown as a diff; nothing changes before Accept. */
+/** The clipboard's snippet merged into this file and shown as a diff; nothing changes before Accept.
+ * An ambiguous snippet's readings are offered first; the one picked is shown. */
 export async function preview(client: Client, previews: Previews): Promise<void> {
   const editor = activeEditor();
   if (editor === undefined) return;
@@ -98,9 +172,18 @@ export async function preview(client: Client, previews: Previews): Promise<void>
     void window.showErrorMessage("editapply: the document is not open in the server; try again");
     return;
   }
+  const readings = readingsToPick(result);
+  if (readings.length > 0) {
+    const picked = await pickReading(readings, label(document.uri), false);
+    if (picked !== undefined) {
+      await previews.show({ target: document.uri, version: result.version, merged: readings[picked.index].merged },
+                          `reading ${picked.index + 1}`);
+    }
+    return;
+  }
   const failed = !result.validation.ok;
   if (failed) {
-    const reasons = (result.validation.problems ?? []).filter((p) => p.severity === "error").map((p) => p.message);
+    const reasons = validationReasons(result.validation);
     void window.showWarningMessage(`editapply: the merged text failed validation: ${reasons.join("; ")}`);
   }
   await previews.show({ target: document.uri, version: result.version, merged: result.merged },
@@ -110,13 +193,9 @@ export async function preview(client: Client, previews: Previews): Promise<void>
 export async function acceptPreview(client: Client, previews: Previews, uri?: Uri): Promise<void> {
   const shown = previews.active(uri);
   if (shown === undefined) return;
-  const { target, version, merged } = shown.preview;
-  const result = await run<{ applied: boolean; edits: number }>(
-    client, "editapply.applyMerged", { uri: target.toString(), version, merged });
-  if (result === undefined) return; // e.g. stale: the preview stays open, the error says why
+  if (!(await applyMerged(client, shown.preview))) return; // the preview stays open
   await previews.close(shown.uri);
-  await window.showTextDocument(target, { preview: false });
-  window.setStatusBarMessage(describeResult(result, label(target)), 8000);
+  await window.showTextDocument(shown.preview.target, { preview: false });
 }
 
 export async function rejectPreview(previews: Previews, uri?: Uri): Promise<void> {

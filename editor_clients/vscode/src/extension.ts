@@ -24,7 +24,7 @@ export async function activate(context: ExtensionContext): Promise<void> {
     client = undefined;
     await old?.stop().catch(() => undefined);
     try {
-      client = await startClient(context, output);
+      client = await startClient(context, output, (result) => editapply.applied(current, previews, result));
     } catch (error) {
       output.appendLine(`failed to start the server: ${String(error)}`);
       void window.showErrorMessage(`editapply: the language server did not start (${String(error)}); ` +
@@ -35,8 +35,8 @@ export async function activate(context: ExtensionContext): Promise<void> {
   const register = (id: string, fn: (...args: unknown[]) => Promise<void>): void => {
     context.subscriptions.push(commands.registerCommand(id, fn));
   };
-  register("editapply.applyClipboard", () => editapply.applyClipboard(current));
-  register("editapply.applySelectionToFile", () => editapply.applySelectionToFile(current));
+  register("editapply.applyClipboard", () => editapply.applyClipboard(current, previews));
+  register("editapply.applySelectionToFile", () => editapply.applySelectionToFile(current, previews));
   register("editapply.previewApply", () => editapply.preview(current, previews));
   register("editapply.acceptPreview", (uri) => editapply.acceptPreview(current, previews, uri as Uri | undefined));
   register("editapply.rejectPreview", (uri) => editapply.rejectPreview(previews, uri as Uri | undefined));

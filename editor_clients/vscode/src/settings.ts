@@ -3,7 +3,8 @@
 // The server reads flat camelCase keys from initializationOptions and
 // workspace/didChangeConfiguration (lsp_server/settings.py); a key sent as null goes back to its
 // default, so every key is always sent. `editapply.server.*` only says how to start the server and
-// is never sent. The API key comes from SecretStorage, never from settings.json.
+// is never sent. The API key comes from SecretStorage, never from settings.json. `pickReadings`
+// is no user setting: this client always shows an ambiguous snippet's readings itself.
 
 /** What the server is sent (lsp_server/settings.py's keys). */
 export interface ServerSettings {
@@ -15,6 +16,7 @@ export interface ServerSettings {
   mode: string | null;
   promptForm: string | null;
   maxTokens: number | null;
+  pickReadings: true; // an ambiguous snippet's readings come back to us to offer (commands.ts)
 }
 
 /** Reads one `editapply.*` setting, e.g. `get("engineUrl")`. */
@@ -38,6 +40,7 @@ export function serverSettings(get: Read, apiKey: string | undefined): ServerSet
     mode: text(get("mode")),
     promptForm: text(get("promptForm")),
     maxTokens: positive(get("maxTokens")),
+    pickReadings: true,
   };
 }
 

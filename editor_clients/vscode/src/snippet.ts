@@ -74,11 +74,70 @@ export function rankTargets(name: string | null, paths: string[]): string[] {
     .map((x) => x.path);
 }
 
+/** A finding of the server's validation (engine/apply/errors.py's Problem). */
+export interface Problem {
+  name: string;
+  reason: string;
+  severity: string; // "error" | "warning"
+  line?: number | null;
+}
+
+export interface Validation {
+  ok: boolean;
+  problems?: Problem[];
+}
+
+/** One reading of an ambiguous snippet: the server's sentence for it, its unified diff against
+ * the document, the whole merged text, and the model's log-probability when it ranked them. */
+export interface Reading {
+  label: string;
+  diff: string;
+  merged: string;
+  logprob: number | null;
+}
+
+/** The reasons a failed validation gives: its errors, in the server's words. */
+export function validationReasons(validation: Validation): string[] {
+  return (validation.problems ?? []).filter((p) => p.severity === "error")
+    .map((p) => (p.line ? `line ${p.line}: ${p.reason}` : p.reason));
+}
+
+/** The readings an apply or preview result leaves to the user: those of an ambiguous snippet that
+ * nothing chose (validation failed, nothing applied). None when the model picked one itself. */
+export function readingsToPick(result: { applied?: boolean; validation?: Validation; readings?: Reading[] }): Reading[] {
+  return result.applied !== true && result.validation?.ok === false ? result.readings ?? [] : [];
+}
+
+/** Lines a unified diff adds and removes, counted in its hunks (not its ---/+++ header). */
+export function diffLines(diff: string): { added: number; removed: number } {
+  let added = 0;
+  let removed = 0;
+  let inHunk = false;
+  for (const line of diff.split("\n")) {
+    if (line.startsWith("@@")) inHunk = true;
+    else if (inHunk && line.startsWith("+")) added++;
+    else if (inHunk && line.startsWith("-")) removed++;
+  }
+  return { added, removed };
+}
+
+/** A pick-list entry per reading: "Reading N", what it changes (and the model's log-probability
+ * when it has one), and the server's sentence saying what the reading means. */
+export function readingItems(readings: Reading[]): { label: string; description: string; detail: string }[] {
+  return readings.map((r, i) => {
+    const { added, removed } = diffLines(r.diff);
+    const change = added + removed === 0 ? "no change" : `+${added} −${removed} lines`;
+    const logprob = r.logprob === null ? "" : ` · log p ${r.logprob.toFixed(2).replace("-", "−")}`;
+    return { label: `Reading ${i + 1}`, description: change + logprob, detail: r.label };
+  });
+}
+
 /** What an editapply.apply / applyMerged result says, for a status message. */
 export function describeResult(result: { applied?: boolean; edits?: number; path?: string }, file: string): string {
   if (!result.applied) return `editapply: nothing applied to ${file}`;
   if (!result.edits) return `editapply: ${file} already matches the edit`;
-  const how = result.path === "model" ? "the model" : result.path === "deterministic" ? "deterministic merge" : "";
+  const how = { model: "the model", deterministic: "deterministic merge", ranked: "the reading the model chose" }[
+    result.path ?? ""] ?? "";
   return `editapply: applied ${result.edits} edit${result.edits === 1 ? "" : "s"} to ${file}${how ? ` (${how})` : ""}`;
 }
 

@@ -26,10 +26,10 @@ describe("package.json", () => {
     assert.deepEqual(used.filter((c) => !contributed.includes(c)), []);
   });
 
-  it("sends every setting but server.* and trace.*, and has a setting for every key sent but apiKey", () => {
+  it("sends every setting but server.* and trace.*, and has one for every key sent but apiKey and pickReadings", () => {
     const settings = Object.keys(manifest.contributes.configuration.properties)
       .map((k) => k.replace(/^editapply\./, "")).filter((k) => !/^(server|trace)\./.test(k));
-    const sent = Object.keys(serverSettings(() => undefined, undefined)).filter((k) => k !== "apiKey");
+    const sent = Object.keys(serverSettings(() => undefined, undefined)).filter((k) => !["apiKey", "pickReadings"].includes(k));
     assert.deepEqual(settings.sort(), sent.sort());
   });
 

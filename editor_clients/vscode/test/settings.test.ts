@@ -8,7 +8,7 @@ describe("serverSettings", () => {
   it("sends every key, null for what is unset, so the server restores its defaults", () => {
     assert.deepEqual(serverSettings(reader({}), undefined), {
       engineUrl: null, apiKey: null, model: null, backend: null, vllmUrl: null, mode: null, promptForm: null,
-      maxTokens: null,
+      maxTokens: null, pickReadings: true,
     });
   });
 
@@ -19,7 +19,7 @@ describe("serverSettings", () => {
     }), "sk-1");
     assert.deepEqual(got, {
       engineUrl: "http://127.0.0.1:8000", apiKey: "sk-1", model: "qwen2.5-coder-0.5b", backend: "vllm",
-      vllmUrl: "http://gpu:8001", mode: "deterministic", promptForm: "rewrite", maxTokens: 256,
+      vllmUrl: "http://gpu:8001", mode: "deterministic", promptForm: "rewrite", maxTokens: 256, pickReadings: true,
     });
   });
 
@@ -36,7 +36,12 @@ describe("serverSettings", () => {
   it("never sends the server.* settings (the server would warn about unknown keys)", () => {
     const got = serverSettings(reader({ "server.command": ["x"], "server.tcp": "h:1" }), undefined);
     assert.deepEqual(Object.keys(got).sort(),
-                     ["apiKey", "backend", "engineUrl", "maxTokens", "mode", "model", "promptForm", "vllmUrl"]);
+                     ["apiKey", "backend", "engineUrl", "maxTokens", "mode", "model", "pickReadings", "promptForm",
+                      "vllmUrl"]);
+  });
+
+  it("always asks for an ambiguous snippet's readings: the extension offers them itself", () => {
+    assert.equal(serverSettings(reader({ pickReadings: false }), undefined).pickReadings, true);
   });
 });
 

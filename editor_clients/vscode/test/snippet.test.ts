@@ -1,6 +1,9 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
-import { describeFailure, describeResult, fencedBlockAt, namedFile, pickSnippet, rankTargets } from "../src/snippet";
+import {
+  describeFailure, describeResult, diffLines, fencedBlockAt, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
+  validationReasons,
+} from "../src/snippet";
 
 const chat = [
   "Change the handler:",           // 0
@@ -87,6 +90,8 @@ describe("describeResult / describeFailure", () => {
                  "editapply: applied 3 edits to src/app.py (deterministic merge)");
     assert.equal(describeResult({ applied: true, edits: 1, path: "model" }, "a.go"), "editapply: applied 1 edit to a.go (the model)");
     assert.equal(describeResult({ applied: true, edits: 0 }, "a.go"), "editapply: a.go already matches the edit");
+    assert.equal(describeResult({ applied: true, edits: 1, path: "ranked" }, "a.py"),
+                 "editapply: applied 1 edit to a.py (the reading the model chose)");
     assert.equal(describeResult({ applied: false }, "a.go"), "editapply: nothing applied to a.go");
   });
 
@@ -96,5 +101,52 @@ describe("describeResult / describeFailure", () => {
     assert.deepEqual(describeFailure({ code: -32803, message: "app.py changed since the preview", data: { reason: "stale_version" } }),
                      { cancelled: false, message: "editapply: app.py changed since the preview" });
     assert.equal(describeFailure(new Error("editapply: boom")).message, "editapply: boom");
+  });
+});
+
+// The server's two readings of a snippet that ends at a class's docstring (tests/lsp/test_apply.py).
+const KEEP = { label: "the snippet's last line with no marker after it: original lines 3-7 below are kept",
+               diff: "", merged: "class MyError(Exception):\n    pass\n", logprob: null };
+const END = { label: "the snippet's last line ends its block: original lines 3-3 are deleted",
+              diff: "--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,2 @@\n class MyError(Exception):\n-    pass\n \n",
+              merged: "class MyError(Exception):\n", logprob: null };
+
+describe("readings", () => {
+  it("are offered only when nothing chose one: validation failed and nothing was applied", () => {
+    const refused = { validation: { ok: false }, readings: [KEEP, END] };
+    assert.deepEqual(readingsToPick({ ...refused, applied: false }), [KEEP, END]);
+    assert.deepEqual(readingsToPick(refused), [KEEP, END]); // a preview: no `applied`
+    // The model ranked them and its pick was applied (the readings list the one taken first).
+    assert.deepEqual(readingsToPick({ applied: true, validation: { ok: true }, readings: [END, KEEP] }), []);
+    assert.deepEqual(readingsToPick({ validation: { ok: true }, readings: [END, KEEP] }), []);
+    assert.deepEqual(readingsToPick({ applied: false, validation: { ok: false } }), []);
+  });
+
+  it("count a diff's lines in its hunks, not its header", () => {
+    assert.deepEqual(diffLines(END.diff), { added: 0, removed: 1 });
+    assert.deepEqual(diffLines("--- a/x.lua\n+++ b/x.lua\n@@ -1 +1,2 @@\n---- old comment\n+-- new\n+++x\n"),
+                     { added: 2, removed: 1 });
+    assert.deepEqual(diffLines(""), { added: 0, removed: 0 });
+  });
+
+  it("read as 'Reading N', what each changes, and the server's sentence", () => {
+    assert.deepEqual(readingItems([KEEP, END]), [
+      { label: "Reading 1", description: "no change", detail: KEEP.label },
+      { label: "Reading 2", description: "+0 −1 lines", detail: END.label },
+    ]);
+    assert.equal(readingItems([{ ...END, logprob: -3.21 }])[0].description, "+0 −1 lines · log p −3.21");
+  });
+});
+
+describe("validationReasons", () => {
+  it("gives the errors' reasons (the server's `reason`), with their line when known", () => {
+    const validation = { ok: false, problems: [
+      { name: "syntax_error", reason: "'(' was never closed", severity: "error", line: 7 },
+      { name: "implied_marker", reason: "the code below is kept", severity: "warning", line: null },
+      { name: "no_change", reason: "the result is identical to the original", severity: "error" },
+    ] };
+    assert.deepEqual(validationReasons(validation),
+                     ["line 7: '(' was never closed", "the result is identical to the original"]);
+    assert.deepEqual(validationReasons({ ok: true }), []);
   });
 });

@@ -1,7 +1,8 @@
 -- Headless Neovim running the editapply plugin the way a user does (its user commands, against the
 -- real `editapply lsp`), then writing what it saw to a JSON report for test_neovim.py.
 --   nvim --headless -u NONE -i NONE -n -l spec.lua SCENARIO CONFIG.json
--- CONFIG: {plugin, out, file?, snippet?, language?, question?, cmd?, settings?}. Scenarios:
+-- CONFIG: {plugin, out, file?, snippet?, language?, question?, cmd?, settings?, pick?, chat?,
+-- chat_line?, other?}. Scenarios:
 --   apply      the snippet on the clipboard ("+"), :EditApply in the file's buffer
 --   selection  the snippet in a chat buffer's fenced block, selected, :'<,'>EditApply (the file's
 --              buffer is in the previous window)
@@ -10,6 +11,12 @@
 --   health     :checkhealth editapply
 --   ask        :EditApplyAsk {question} (the model): the answer in a split, progress on the way
 --   cancel     :EditApply on the model path, :EditApplyCancel at its first progress report
+--   second_buffer  :EditApply in the file's buffer while the server already runs for `other`'s
+--   readings   an ambiguous snippet: :EditApply, the pick (vim.ui.select) cancelled; then again,
+--              reading `pick` chosen
+--   readings_preview      :EditApplyPreview, reading `pick` chosen: its diff, then `a`
+--   readings_code_action  the server's code action on a chat file's fenced block (`chat`, the
+--                         cursor on line `chat_line`), reading `pick` chosen
 local scenario, config_path = arg[1], arg[2]
 local config = vim.json.decode(table.concat(vim.fn.readfile(config_path), "\n"))
 local TIMEOUT_MS = 60000
@@ -78,6 +85,23 @@ if scenario == "apply" then
   return finish(timeout or { after = buffer(target) })
 end
 
+if scenario == "second_buffer" then
+  -- The client runs, attached to another buffer only (setup's enable = false): :EditApply here
+  -- attaches it to this one.
+  local started = false
+  vim.cmd("split " .. vim.fn.fnameescape(config.other))
+  require("editapply").with_client(vim.api.nvim_get_current_buf(), function() started = true end)
+  local timeout = wait("the server", function() return started end)
+  if timeout then
+    return finish(timeout)
+  end
+  vim.cmd.wincmd("p")
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApply")
+  timeout = wait("the apply", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target) })
+end
+
 if scenario == "selection" then
   -- A chat pane in a split above, its answer's fenced block selected linewise.
   vim.cmd("aboveleft new")
@@ -110,6 +134,62 @@ if scenario == "preview" or scenario == "reject" then
     timeout = wait("the accepted edit", function() return said("applied") or failed() end)
   end
   return finish(timeout or { after = buffer(target), windows_after = #vim.api.nvim_tabpage_list_wins(0) })
+end
+
+-- An ambiguous snippet: vim.ui.select answered as the user would (`answer`: the item's number, or
+-- nil to cancel), what it was asked recorded.
+local answer
+report.picks = {}
+vim.ui.select = function(items, opts, on_choice)
+  local shown = vim.tbl_map(opts.format_item, items)
+  table.insert(report.picks, { prompt = opts.prompt, items = shown })
+  on_choice(items[answer], answer)
+end
+
+if scenario == "readings" then
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApply")
+  local timeout = wait("the pick", function() return #report.picks == 1 or failed() end)
+  if timeout or failed() then
+    return finish(timeout)
+  end
+  vim.wait(500) -- an edit would land by now
+  report.cancelled = buffer(target)
+  answer = config.pick
+  vim.cmd("EditApply")
+  timeout = wait("the picked reading", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target) })
+end
+
+if scenario == "readings_preview" then
+  answer = config.pick
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApplyPreview")
+  local timeout = wait("the preview window", function() return vim.bo.filetype == "diff" or failed() end)
+  if timeout or failed() then
+    return finish(timeout)
+  end
+  report.preview = { lines = vim.api.nvim_buf_get_lines(0, 0, -1, false), winbar = vim.wo.winbar }
+  report.during = buffer(target)
+  vim.cmd("normal a")
+  timeout = wait("the accepted reading", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target) })
+end
+
+if scenario == "readings_code_action" then
+  answer = config.pick
+  local editapply = require("editapply")
+  -- The target is open in the server (its version is what applyMerged checks), then the chat file.
+  editapply.with_client(target, function()
+    vim.cmd("aboveleft split " .. vim.fn.fnameescape(config.chat))
+    local chat = vim.api.nvim_get_current_buf()
+    vim.api.nvim_win_set_cursor(0, { config.chat_line, 0 })
+    editapply.with_client(chat, function()
+      vim.lsp.buf.code_action({ apply = true })
+    end)
+  end)
+  local timeout = wait("the picked reading", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target) })
 end
 
 -- Model runs (the CI model): what the progress looked like to the user.

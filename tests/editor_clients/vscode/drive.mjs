@@ -4,7 +4,8 @@
 // as JSON (test_vscode.py asserts on it) and screenshots.
 //
 //   node drive.mjs CONFIG.json   CONFIG: {url, file, snippet, question?, chat?, chatLine?, chromium, report,
-//                                 screenshot, failureScreenshot, scenario: apply|selection|preview|cancel}
+//                                 screenshot, failureScreenshot, scenario: apply|selection|preview|cancel|
+//                                 readings|readingsDiff|readingsCodeAction|invalidPreview}
 import { readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { chromium } from "playwright-core";
@@ -51,6 +52,28 @@ async function saveAndRead() {
   return disk();
 }
 
+// An ambiguous snippet's pick list (editor_clients/vscode/src/commands.ts), and its rows.
+const readingsPick = page.locator(".quick-input-widget", { hasText: "which is meant?" });
+const readingRow = (n) => page.locator(".quick-input-list .monaco-list-row", { hasText: `Reading ${n}` });
+const previewTab = page.locator(".tabs-container .tab", { hasText: "editapply preview" });
+
+async function readings() {
+  await readingsPick.waitFor();
+  await readingRow(1).waitFor();
+  return {
+    title: await readingsPick.locator(".quick-input-title").innerText(),
+    items: await page.locator(".quick-input-list .monaco-list-row").filter({ visible: true }).allInnerTexts(),
+  };
+}
+
+async function moveToLine(line) {
+  await page.keyboard.press("Control+G");
+  await page.locator(".quick-input-widget input").fill(`:${line}`);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: `line ${line}` }).waitFor();
+  await page.keyboard.press("Enter");
+  await page.locator(".statusbar", { hasText: `Ln ${line},` }).waitFor();
+}
+
 try {
   await page.goto(config.url);
   await page.locator(".monaco-workbench").waitFor();
@@ -74,11 +97,7 @@ try {
   } else if (config.scenario === "selection") {
     // A chat answer in another file, the cursor in its fenced block (no selection needed).
     await quickOpen(config.chat);
-    await page.keyboard.press("Control+G");
-    await page.locator(".quick-input-widget input").fill(`:${config.chatLine}`);
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: `line ${config.chatLine}` }).waitFor();
-    await page.keyboard.press("Enter");
-    await page.locator(".statusbar", { hasText: `Ln ${config.chatLine},` }).waitFor();
+    await moveToLine(config.chatLine);
     await palette("editapply: Apply Selection to File…");
     await page.locator(".quick-input-widget", { hasText: "apply the snippet to which file?" }).waitFor();
     const first = page.locator(".quick-input-list .monaco-list-row").filter({ visible: true }).first();
@@ -102,6 +121,73 @@ try {
     await toast.getByRole("button", { name: "Cancel" }).click();
     await page.locator(".statusbar", { hasText: "editapply: cancelled" }).waitFor();
     report.toastsAfterCancel = await page.locator(".notifications-toasts .notification-toast", { hasText: "editapply: ask" }).count();
+    report.saved = disk();
+  } else if (config.scenario === "readings") {
+    // An ambiguous snippet: its readings in a pick list. Escape changes nothing; Reading 2 applies.
+    await palette("editapply: Apply Clipboard to Current File");
+    report.pick = await readings();
+    await page.screenshot({ path: config.screenshot });
+    await page.keyboard.press("Escape");
+    await readingsPick.waitFor({ state: "hidden" });
+    await page.waitForTimeout(1000); // an edit would land by now
+    report.dirtyAfterEscape = await page.locator(`${fileTab}.dirty`).count() > 0;
+    report.diskAfterEscape = disk();
+    step("escaped");
+    await palette("editapply: Apply Clipboard to Current File");
+    await readings();
+    await readingRow(2).click();
+    await page.locator(`${fileTab}.dirty`).waitFor();
+    report.diskBeforeSave = disk();
+    step("picked");
+    report.saved = await saveAndRead();
+  } else if (config.scenario === "readingsDiff") {
+    // Preview Apply: the reading picked is shown as a diff (Reject closes it). Apply Clipboard: a
+    // reading's diff button shows it first, and Accept applies it.
+    await palette("editapply: Preview Apply");
+    report.pick = await readings();
+    await readingRow(2).click();
+    await page.locator(".tabs-container .tab.active", { hasText: "editapply preview (reading 2)" }).waitFor();
+    report.diskDuringPreview = disk();
+    report.fileTabDirtyDuringPreview = await page.locator(`${fileTab}.dirty`).count() > 0;
+    await page.locator('.editor-actions a.action-label[aria-label^="Reject"]').click();
+    await previewTab.waitFor({ state: "detached" });
+    await page.locator(`${fileTab}.active`).waitFor();
+    step("rejected");
+    await palette("editapply: Apply Clipboard to Current File");
+    await readings();
+    await readingRow(2).hover();
+    await readingRow(2).getByRole("button", { name: /Show the diff/ }).click();
+    await page.locator(".tabs-container .tab.active", { hasText: "editapply preview (reading 2)" }).waitFor();
+    report.fileTabDirtyBeforeAccept = await page.locator(`${fileTab}.dirty`).count() > 0;
+    await page.locator('.editor-actions a.action-label[aria-label^="Accept"]').click();
+    await previewTab.waitFor({ state: "detached" });
+    await page.locator(`${fileTab}.dirty`).waitFor();
+    report.diskBeforeSave = disk();
+    step("accepted");
+    report.saved = await saveAndRead();
+  } else if (config.scenario === "readingsCodeAction") {
+    // The server's code action ("Apply this snippet to FILE") on a chat file's fenced block: its
+    // result comes back through the extension too, with the pick list.
+    await quickOpen(config.chat);
+    await moveToLine(config.chatLine);
+    await page.locator(".lightBulbWidget").click(); // Ctrl+. lists quick fixes only; this is a refactoring
+    // The only action, focused ("Enter to Apply"); playwright never finds the row stable enough to click.
+    await page.locator(".action-widget .monaco-list-row.focused", { hasText: "Apply this snippet to" }).waitFor();
+    await page.keyboard.press("Enter");
+    report.pick = await readings();
+    await readingRow(2).click();
+    await page.locator(`${fileTab}.dirty`).waitFor();
+    report.diskBeforeSave = disk();
+    step("picked");
+    await quickOpen(config.file);
+    report.saved = await saveAndRead();
+  } else if (config.scenario === "invalidPreview") {
+    // A merge that fails validation: the preview says why, in the server's words.
+    await palette("editapply: Preview Apply");
+    const warning = page.locator(".notifications-toasts .notification-toast", { hasText: "failed validation" });
+    await warning.waitFor();
+    report.warning = await warning.locator(".notification-list-item-message").innerText();
+    await page.locator(".tabs-container .tab.active", { hasText: "editapply preview (validation failed)" }).waitFor();
     report.saved = disk();
   } else {
     await palette("editapply: Preview Apply");

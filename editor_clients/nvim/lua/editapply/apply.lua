@@ -11,6 +11,9 @@
 --
 -- The server does the work: `editapply.apply` sends the edit back as workspace/applyEdit (minimal
 -- text edits, versioned), which Neovim applies; a preview's Accept is `editapply.applyMerged`.
+-- A snippet the server can read several ways comes back unapplied with its readings (the plugin
+-- sends `pickReadings`): vim.ui.select offers them, and the one chosen goes through applyMerged
+-- (a preview shows it first).
 local editapply = require("editapply")
 
 local M = {}
@@ -71,21 +74,103 @@ local function args(job)
   return { uri = vim.uri_from_bufnr(job.target), snippet = job.snippet }
 end
 
+--- The readings an apply or preview result leaves to the user: an ambiguous snippet's, when
+--- nothing chose one (validation failed, nothing applied); nil when the model picked one itself.
+local function readings_to_pick(result)
+  local readings = result.readings
+  if result.applied ~= true and not result.validation.ok and type(readings) == "table" and #readings > 0 then
+    return readings
+  end
+end
+
+--- "+0 −1 lines": what a reading's unified diff changes (its hunks, not its ---/+++ header).
+local function changes(diff)
+  local added, removed, in_hunk = 0, 0, false
+  for _, line in ipairs(vim.split(diff, "\n")) do
+    if vim.startswith(line, "@@") then
+      in_hunk = true
+    elseif in_hunk and vim.startswith(line, "+") then
+      added = added + 1
+    elseif in_hunk and vim.startswith(line, "-") then
+      removed = removed + 1
+    end
+  end
+  return added + removed == 0 and "no change" or ("+%d −%d lines"):format(added, removed)
+end
+
+--- Ask which reading of buffer `target`'s snippet is meant; `on_pick(reading, n)`, nothing on cancel.
+local function pick_reading(target, readings, on_pick)
+  vim.ui.select(readings, {
+    prompt = ("editapply: the snippet can be read %d ways in %s; which is meant?"):format(#readings, file(target)),
+    kind = "editapply.reading",
+    format_item = function(r)
+      local logprob = type(r.logprob) == "number" and (", log p %.2f"):format(r.logprob) or ""
+      return ("%s (%s%s)"):format(r.label, changes(r.diff), logprob)
+    end,
+  }, function(reading, n)
+    if reading then
+      on_pick(reading, n)
+    end
+  end)
+end
+
+--- Say that `edits` edits were applied to buffer `target` (`how`: by which path, when known).
+local function done(target, edits, how)
+  if edits == 0 then
+    return notify(file(target) .. " already matches the edit")
+  end
+  notify(("applied %d edit%s to %s%s"):format(edits, edits == 1 and "" or "s", file(target), how and (" (" .. how .. ")") or ""))
+end
+
+--- Apply `merged` to buffer `target` if it is still at `result`'s version; `on_applied()` after.
+local function apply_merged(target, result, merged, on_applied)
+  editapply.command(target, "editapply.applyMerged", { uri = result.uri, version = result.version, merged = merged },
+    function(applied)
+      if on_applied then
+        on_applied()
+      end
+      done(target, applied.edits)
+    end)
+end
+
+--- What an `editapply.apply` result asks of the user: an ambiguous snippet's reading to pick
+--- (applied once picked), else nothing but a message saying what was done.
+function M.applied(target, result)
+  local readings = readings_to_pick(result)
+  if readings and result.version == vim.NIL then -- a file the server read from disk: applyMerged needs it open
+    notify(("the snippet can be read %d ways: open %s and apply it again to choose"):format(#readings, file(target)),
+      vim.log.levels.WARN)
+  elseif readings then
+    pick_reading(target, readings, function(reading)
+      apply_merged(target, result, reading.merged)
+    end)
+  elseif not result.applied then
+    notify("nothing applied to " .. file(target))
+  else
+    done(target, result.edits or 0,
+      ({ model = "the model", ranked = "the reading the model chose" })[result.path] or "deterministic merge")
+  end
+end
+
 function M.apply(opts)
   local job, why = M.resolve(opts)
   if not job then
     return notify(why, vim.log.levels.WARN)
   end
   editapply.command(job.target, "editapply.apply", args(job), function(result)
-    if not result.applied then
-      notify("nothing applied to " .. file(job.target))
-    elseif (result.edits or 0) == 0 then
-      notify(file(job.target) .. " already matches the edit")
-    else
-      notify(("applied %d edit%s to %s (%s)"):format(result.edits, result.edits == 1 and "" or "s", file(job.target),
-        result.path == "model" and "the model" or "deterministic merge"))
-    end
+    M.applied(job.target, result)
   end)
+end
+
+--- workspace/executeCommand's answer when the request had no callback of ours: the server's code
+--- action ("Apply this snippet to FILE") runs `editapply.apply` so (lsp/editapply.lua's handler).
+function M.command_result(err, result, ctx)
+  if err then
+    return editapply.failed(err)
+  end
+  if ctx.params.command == "editapply.apply" and type(result) == "table" then
+    M.applied(vim.uri_to_bufnr(result.uri), result)
+  end
 end
 
 local function validation_line(validation)
@@ -112,34 +197,41 @@ local function scratch(name, filetype, lines)
   return buf, vim.api.nvim_get_current_win()
 end
 
+--- `diff` (against buffer `target`) in a split: `a` applies `merged` (at `result`'s version), `q`
+--- closes it. `status` goes in the winbar.
+local function show_preview(target, result, diff, merged, status)
+  if diff == "" then
+    return notify(file(target) .. " already matches the edit")
+  end
+  local lines = vim.split(diff, "\n", { trimempty = true })
+  local buf, win = scratch("editapply://preview/" .. file(target), "diff", lines)
+  vim.api.nvim_win_set_height(win, math.min(#lines + 1, math.floor(vim.o.lines * 0.6)))
+  vim.wo[win].number, vim.wo[win].relativenumber, vim.wo[win].signcolumn = false, false, "no"
+  vim.wo[win].winbar = ("editapply preview of %s · %s · a accept · q reject"):format(file(target), status)
+  local function close()
+    if vim.api.nvim_win_is_valid(win) then
+      vim.api.nvim_win_close(win, true)
+    end
+  end
+  vim.keymap.set("n", "q", close, { buffer = buf, desc = "editapply: reject the preview" })
+  vim.keymap.set("n", "a", function()
+    apply_merged(target, result, merged, close)
+  end, { buffer = buf, desc = "editapply: accept the preview" })
+end
+
 function M.preview(opts)
   local job, why = M.resolve(opts)
   if not job then
     return notify(why, vim.log.levels.WARN)
   end
   editapply.command(job.target, "editapply.preview", args(job), function(result)
-    if result.diff == "" then
-      return notify(file(job.target) .. " already matches the edit")
+    local readings = readings_to_pick(result)
+    if not readings then
+      return show_preview(job.target, result, result.diff, result.merged, validation_line(result.validation))
     end
-    local lines = vim.split(result.diff, "\n", { trimempty = true })
-    local buf, win = scratch("editapply://preview/" .. file(job.target), "diff", lines)
-    vim.api.nvim_win_set_height(win, math.min(#lines + 1, math.floor(vim.o.lines * 0.6)))
-    vim.wo[win].number, vim.wo[win].relativenumber, vim.wo[win].signcolumn = false, false, "no"
-    vim.wo[win].winbar = ("editapply preview of %s · %s · a accept · q reject"):format(
-      file(job.target), validation_line(result.validation))
-    local function close()
-      if vim.api.nvim_win_is_valid(win) then
-        vim.api.nvim_win_close(win, true)
-      end
-    end
-    vim.keymap.set("n", "q", close, { buffer = buf, desc = "editapply: reject the preview" })
-    vim.keymap.set("n", "a", function()
-      editapply.command(job.target, "editapply.applyMerged",
-        { uri = result.uri, version = result.version, merged = result.merged }, function(applied)
-          close()
-          notify(("applied %d edit%s to %s"):format(applied.edits, applied.edits == 1 and "" or "s", file(job.target)))
-        end)
-    end, { buffer = buf, desc = "editapply: accept the preview" })
+    pick_reading(job.target, readings, function(reading, n)
+      show_preview(job.target, result, reading.diff, reading.merged, ("reading %d of %d"):format(n, #readings))
+    end)
   end)
 end
 

@@ -27,9 +27,10 @@ M.config = vim.deepcopy(M.defaults)
 local running = {} -- request id -> client, for :EditApplyCancel
 local progress = {} -- progress token -> { title, message }
 
---- The settings as the server takes them: every key, vim.NIL for unset ones.
+--- The settings as the server takes them: every key, vim.NIL for unset ones; and `pickReadings`:
+--- an ambiguous snippet's readings come back to the plugin, which offers them (apply.lua).
 function M.server_settings(settings)
-  local out = {}
+  local out = { pickReadings = true }
   for _, key in ipairs(SETTING_KEYS) do
     local value = settings[key]
     out[key] = (value == nil or value == "") and vim.NIL or value
@@ -73,6 +74,9 @@ function M.with_client(bufnr, fn)
     if not client then
       return vim.notify("editapply: the language server did not start (see :checkhealth editapply)", vim.log.levels.ERROR)
     end
+    if client.initialized then -- a running client: it attached (and LspAttach fired) inside vim.lsp.start
+      return fn(client)
+    end
   end
   vim.api.nvim_create_autocmd("LspAttach", {
     buffer = bufnr,
@@ -85,6 +89,13 @@ function M.with_client(bufnr, fn)
   })
 end
 
+--- Tell the user why a server command failed (the server's one-line message), or that it was cancelled.
+function M.failed(err)
+  local cancelled = err.code == -32800
+  vim.notify(cancelled and "editapply: cancelled" or ("editapply: " .. err.message:gsub("^editapply:%s*", "")),
+    cancelled and vim.log.levels.INFO or vim.log.levels.ERROR)
+end
+
 --- Run the server command `command` with `args` for buffer `bufnr`; `on_result(result)` on
 --- success. Failures are shown (a cancel quietly).
 function M.command(bufnr, command, args, on_result)
@@ -93,9 +104,7 @@ function M.command(bufnr, command, args, on_result)
     ok, id = client:request("workspace/executeCommand", { command = command, arguments = { args } }, function(err, result)
       running[id] = nil
       if err then
-        local cancelled = err.code == -32800
-        vim.notify(cancelled and "editapply: cancelled" or ("editapply: " .. err.message:gsub("^editapply:%s*", "")),
-          cancelled and vim.log.levels.INFO or vim.log.levels.ERROR)
+        M.failed(err)
       elseif on_result then
         on_result(result)
       end
