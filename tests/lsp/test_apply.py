@@ -28,7 +28,8 @@ SHAPES = "class Shape:\n    def __init__(self, w, h):\n        self.w = w\n     
          "    def area(self):\n        return self.w * self.h\n"
 
 
-@pytest_lsp.fixture(scope="module", config=server_config())
+# No model: an ambiguous snippet is never ranked here, whatever models this machine has pulled.
+@pytest_lsp.fixture(scope="module", config=server_config({"EDITAPPLY_MODEL": "/nonexistent/no-model-here"}))
 async def client(lsp_client: LanguageClient, tmp_path_factory):
     lsp_client.root = tmp_path_factory.mktemp("workspace")
     await initialize(lsp_client, lsp_client.root)
