@@ -17,6 +17,7 @@ line, a lone brace or `else:` anchors nothing by itself (unless it is rare in th
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ RARE = 3  # a trivial line occurring at most this often in the original can anch
 TRIVIAL_WEIGHT = 0.25  # what a matched trivial line (`}`, a blank) says about position; a significant one says 1
 NEW_BODY_RUN = 3  # lines in a run that lets a line of a new definition anchor (a renamed function)
 RUN_PROBES = 16  # occurrences of one line tried for such a run
+MAX_GROWN = 32  # places of one anchor line a block is grown from at least (`_spread`) ...
+GROWTH_BUDGET = 2_000_000  # ... and at most so many, times the segment's length, lines compared
+RAREST_OF = 8  # significant lines near a segment's edge among which the rarest also anchors
 RENAME_STEM = 3  # characters two names must share at one end for one to rename the other
 _TRIVIAL_WORDS = frozenset(
     "pass else else: try: finally: end fi done return break continue default: begin do then esac".split()
@@ -292,23 +296,33 @@ def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool, s
     order = list(range(len(seg) - 1, -1, -1) if from_end else range(len(seg)))
     if any(s not in skip and seg[s].strip() for s in order):
         order = [s for s in order if s not in skip]
-    found: dict[int, list[int]] = {}
-    for s in order:
-        if seg[s].strip() and (positions := index.occurrences(seg[s], lo, hi)):
-            found[s] = positions
-    if not found:
-        return []
+    found: dict[int, list[int]] = {}  # segment row -> where it occurs, looked up as rows are tried
+
+    def occurs(s: int) -> list[int]:
+        if s not in found:
+            found[s] = index.occurrences(seg[s], lo, hi) if seg[s].strip() else []
+        return found[s]
 
     def first(wanted):
-        return next((s for s in order if s in found and wanted(s)), None)
+        return next((s for s in order if occurs(s) and wanted(s)), None)
 
     significant = first(lambda s: not is_trivial(seg[s]))
+    if significant is None and first(lambda s: True) is None:
+        return []
     lines = [first(lambda s: not is_trivial(seg[s]) or len(index.normal_at.get(normalize(seg[s]), ())) <= RARE), significant]
     if significant is not None and all(index.lines[p] != seg[significant] for p in found[significant]):
         lines.append(first(lambda s: not is_trivial(seg[s]) and any(index.lines[p] == seg[s] for p in found[s])))
+    cap = max(MAX_GROWN, GROWTH_BUDGET // len(seg))  # places a block is grown from, per anchor line
+    if significant is not None and len(found[significant]) > cap:
+        # The edge-most significant line is everywhere (`return nil` in a long file), so its
+        # blocks grow from a few of its places only (`_spread`): the rarest of the next few
+        # significant lines still finds the place.
+        near = list(itertools.islice((s for s in order if occurs(s) and not is_trivial(seg[s])), RAREST_OF))
+        lines.append(min(near, key=lambda s: len(found[s])))
     if all(s is None for s in lines):
         lines = [first(lambda s: True)]
-    blocks = {grow(seg, index, s, p, lo, hi, skip): None for s in dict.fromkeys(lines) if s is not None for p in found[s]}
+    blocks = {grow(seg, index, s, p, lo, hi, skip): None for s in dict.fromkeys(lines) if s is not None
+              for p in _spread(found[s], cap)}
     # The edge-most line, however common: the longest block grown from it can still be rare
     # (`fi`, `fi`, blank is unique where `fi` alone is everywhere).
     edge = first(lambda s: True)
@@ -319,3 +333,13 @@ def anchor_blocks(seg, index: OriginalIndex, lo: int, hi: int, from_end: bool, s
         if longest >= 2 and len(best) <= RARE:
             blocks.update(dict.fromkeys(best))
     return list(blocks)
+
+
+def _spread(positions: list[int], cap: int) -> list[int]:
+    """At most `cap` of a line's positions, spread evenly over them: a block grown from each of
+    a common line's places in a long, repetitive file can cost the segment's length each time,
+    and a line that common only gives an ambiguity, which a few places show."""
+    if len(positions) <= cap:
+        return positions
+    step = len(positions) / cap
+    return [positions[int(k * step)] for k in range(cap)]

@@ -20,13 +20,15 @@ import bisect
 from dataclasses import dataclass, replace
 
 from engine.apply.anchor import (
-    EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, new_definition_rows,
-    new_definitions, normalize,
+    EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, line_weight,
+    new_definition_rows, new_definitions, normalize,
 )
 from engine.apply.scope import construct_end
 from engine.apply.text import line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
+WHOLE_SHARE = 0.5  # a segment sharing this share of its lines with the stretch's two ends is placed there,
+WHOLE_EDGE = 3  # when each end shares at least this many significant lines
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,28 @@ def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block
     return list(out)
 
 
+def _whole_span(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int) -> Candidate | None:
+    """The one candidate of a segment that starts and ends as orig[lo:hi] does and shares most
+    of its lines with it at both ends (a whole file written back with a few lines changed): its
+    common head and tail, found by one pass from each end -- where searching each line's places
+    in a long, repetitive file would cost its length many times over."""
+    ours = [normalize(line) for line in seg]
+    theirs = index.normal[lo:hi]
+    n = min(len(ours), len(theirs))
+    head = next((i for i in range(n) if ours[i] != theirs[i]), n)
+    tail = next((i for i in range(n - head) if ours[-1 - i] != theirs[-1 - i]), n - head)
+    solid = lambda rows: sum(not is_trivial(seg[r]) for r in rows) >= WHOLE_EDGE
+    if head + tail < WHOLE_SHARE * len(seg) or not solid(range(head)) or not solid(range(len(seg) - tail, len(seg))):
+        return None
+    level = lambda rows, at: tuple(line_weight(seg[r], index.level(seg[r], at + r - rows.start) or 1) for r in rows)
+    h = Block(0, lo, level(range(0, head), lo), max(index.level(seg[r], lo + r) for r in range(head)))
+    t_rows = range(len(seg) - tail, len(seg))
+    t = Block(t_rows.start, hi - tail, level(t_rows, hi - tail), max(index.level(seg[r], hi - tail + r - t_rows.start)
+                                                                      for r in t_rows))
+    c = pair(h, t) if h.seg_end <= t.seg_start else Candidate(h, h, sum(h.weights), h.level)
+    return None if c is None else replace(c, drops=dropped_lines(c, seg, index, code_only=True))
+
+
 def _closing_tails(seg: tuple[str, ...], index: OriginalIndex, heads: list[Block], hi: int) -> list[Block]:
     """A segment that opens a construct with its first line and ends with a lone closer
     (`inherits(A, B, {` ... `});`): that closer is the construct's own, wherever the lines
@@ -175,6 +199,8 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     whose last lines are all new). `fragment`: a snippet without markers (`_drops_unshown`).
     """
     hi = len(index) if hi is None else hi
+    if (whole := _whole_span(seg, index, lo, hi)) is not None:
+        return [whole]
     new = new_definitions(seg, index, lo, hi)
     heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
     tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
