@@ -132,7 +132,11 @@ def run_model(case: dict, model: str, form: str, use_prediction: bool, mode: str
     req = ApplyRequest(case["original"], case["update_snippet"], case["instruction"], case["language"],
                        case["path"], mode=mode, prompt_form=form, use_prediction=use_prediction)
     started = time.perf_counter()
-    result = apply_edit(engine, req)
+    try:
+        result = apply_edit(engine, req)
+    except ApplyError as exc:  # refused as bad input
+        return CaseRecord(case["id"], case["language"], "", False, 0.0, type(exc).__name__, False,
+                          [type(exc).__name__], time.perf_counter() - started, None)
     seconds = time.perf_counter() - started
     s, u = result.stats, result.usage
     return CaseRecord(

@@ -35,6 +35,8 @@ _INFO_PATH = re.compile(rf"(?:^|[\s:])(?:(?:title|file|filename|path)=)?[\"']?({
 _COMMENT_PATH = re.compile(
     rf"^\s*(?:#|//|--|;|/\*|<!--)\s*(?:(?:file|filename|filepath|path)\s*:\s*)?`?({_PATH})`?\s*(?:\*/|-->)?\s*$", re.I)
 _PROSE_PATH = re.compile(rf"(?:`|\*\*)({_PATH})(?:`|\*\*)")
+# Files named in prose that are no source language of ours (`Reader.prototype.peek` is no file).
+_OTHER_FILES = frozenset(".md .txt .rst .json .yaml .yml .toml .cfg .ini .html .css .scss .xml .sql .sh .lock".split())
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,13 @@ def _language(tag: str) -> str:
 
 
 def _prose_hint(lines: list[str], fence: int):
-    """A file name in backticks or bold on the last non-blank prose line before a fence."""
+    """A file name in backticks or bold on the last non-blank prose line before a fence: one
+    with a folder or a known source extension (`reader.js`, not `Reader.prototype.peek`)."""
     before = next((l for l in reversed(lines[:fence]) if l.strip()), "")
     found = _PROSE_PATH.findall(before) if is_prose(before) or before.rstrip().endswith(":") else []
-    return _PROSE_PATH.search(before) if len(set(found)) == 1 else None
+    found = [name for name in found if "/" in name or detect_language(name) != "text"
+             or os.path.splitext(name)[1].lower() in _OTHER_FILES]
+    return re.search(rf"(?:`|\*\*)({re.escape(found[0])})(?:`|\*\*)", before) if len(set(found)) == 1 else None
 
 
 def _without_path_line(lines: list[str], path: str | None, original: str | None) -> list[str]:

@@ -199,9 +199,9 @@ class Plan:
         return self.path in ("model", "rank")
 
 
-def looks_like_diff(snippet: str) -> bool:
+def looks_like_diff(snippet: str, path: str | None = None) -> bool:
     """Whether the snippet is a unified diff (maybe fenced) rather than a lazy edit snippet."""
-    code, _ = excerpts(snippet, "diff")
+    code, _ = excerpts(snippet, "diff", path)
     lines = [line for excerpt in code for line in excerpt if line.strip()]
     return bool(lines) and bool(_DIFF_START.match(lines[0])) and any(_HUNK.match(l) for l in lines)
 
@@ -220,7 +220,7 @@ def prepare(req: ApplyRequest) -> Plan:
         region = find_region(original, req.instruction, language)
         what = f"rewrite {', '.join(region.names)}" if region else "rewrite the whole file"
         return Plan(req, language, "instruction", "model", f"instruction only: {what}", region=region)
-    if looks_like_diff(snippet):
+    if looks_like_diff(snippet, req.path):
         return _plan_diff(req, language)
     found = explore(original, snippet, language, req.path)  # raises EmptySnippetError / MarkerOnlySnippetError
     result, check = found.result, found.validation
