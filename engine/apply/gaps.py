@@ -1,4 +1,4 @@
-"""Definitions that a snippet without markers leaves out between two of its anchors.
+"""Members that a snippet without markers leaves out between two of its anchors.
 
 A snippet that elides with markers and shows two methods together deletes what lay between them:
 its author marks what is left out, so a gap without a marker is a deletion (`def perimeter`
@@ -11,40 +11,105 @@ rewrote) only the first is a reading: a brace says too little to delete whole de
 
 from __future__ import annotations
 
-from engine.apply.anchor import RENAME_STEM, OriginalIndex, _skeleton, _stem, definition
+import re
+
+from engine.apply.anchor import RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
 from engine.apply.candidates import Candidate
+from engine.apply.languages import parse_tree
 from engine.apply.text import indent_of
 
 
 def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int, int]]:
     """What the segment's middle leaves out of the original region it replaces (between its
-    head and tail anchors): (first, stop, at) for each outermost definition there that the
-    segment neither defines nor renames -- its original rows, from the blank lines, comments and
-    decorators before it to the next definition's, and the segment row before which it goes
-    back: before the next definition of the region that the segment shows, else before the
+    head and tail anchors): (first, stop, at) for each member there -- a class's method or
+    field, an object's entry (tree-sitter says; without a grammar, each outermost definition)
+    -- that the segment does not show (nor rename): its original rows, from the blank lines,
+    comments and decorators before it to the next member's, and the segment row before which it
+    goes back: before the next member of the region that the segment shows, else before the
     tail anchor."""
     lo, hi = cand.head.orig_end, cand.tail.orig_start
     if cand.head is cand.tail or hi <= lo:
         return []
+    units = _members(index, lo, hi) or _definitions(index, lo, hi)
     ours = [line for line in seg if definition(line)]
-    keys = {definition(line) for line in ours}
-    heads = [r for r in range(lo, hi) if index.defines[r]]
-    depth = min((len(indent_of(index.lines[r])) for r in heads), default=0)
-    heads = [r for r in heads if len(indent_of(index.lines[r])) == depth]
-    starts = [_trivia_start(index, r, lo) for r in heads] + [hi]
-    shown = {index.defines[r]: r for r in heads if index.defines[r] in keys}
+    mid = range(cand.head.seg_end, cand.tail.seg_start)
+    starts = [_trivia_start(index, r, lo) for r, _ in units] + [hi]
+    rows = [next((s for s in mid if _shows(seg[s], index.lines[r], name)), None) for r, name in units]
     out = []
-    for n, r in enumerate(heads):
-        key = index.defines[r]
-        if key in keys or _renamed(index.lines[r], ours):
+    for n, (r, name) in enumerate(units):
+        if rows[n] is not None or (index.defines[r] and _renamed(index.lines[r], ours, index)):
             continue
-        later = next((index.defines[q] for q in heads[n + 1 :] if index.defines[q] in shown), None)
-        at = cand.tail.seg_start
-        if later is not None:
-            row = next(s for s in range(cand.head.seg_end, cand.tail.seg_start) if definition(seg[s]) == later)
-            at = _seg_trivia_start(seg, row, cand.head.seg_end)
+        later = next((row for row in rows[n + 1 :] if row is not None), None)
+        at = cand.tail.seg_start if later is None else _seg_trivia_start(seg, later, cand.head.seg_end)
         out.append((starts[n], starts[n + 1], at))
     return out
+
+
+# Tree-sitter node types whose named children are members: left out of a rewrite, they stay.
+_CONTAINERS = frozenset("object class_body declaration_list interface_body field_declaration_list dictionary "
+                        "literal_value enum_body object_type enum_variant_list body_statement".split())
+
+
+def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, str]]:
+    """(first row, name) of each member of a class, trait, object or dict wholly inside
+    orig[lo:hi], in order; [] without a grammar or when the region holds none (a function's
+    statements are no members: deleting one between two anchors is what the snippet says)."""
+    tree = parse_tree(index.text, index.language) if index.text is not None else None
+    if tree is None:
+        return []
+    out, r = [], lo
+    while r < hi:
+        line = index.lines[r]
+        column = len(indent_of(line).encode("utf-8"))
+        node = tree.root_node.descendant_for_point_range((r, column), (r, column)) if line.strip() else None
+        while node is not None and node.parent is not None and node.start_point == (r, column) \
+                and not _container(node.parent):
+            node = node.parent
+        if node is None or node.parent is None or node.start_point != (r, column) or not _container(node.parent) \
+                or not node.is_named or "comment" in node.type:
+            r += 1
+            continue
+        last = node.end_point[0] - (node.end_point[1] == 0)
+        if last >= hi:
+            break
+        out.append((r, _name(node)))
+        r = last + 1
+    return out
+
+
+def _container(node) -> bool:
+    return node.type in _CONTAINERS or (node.type == "block" and node.parent is not None
+                                        and node.parent.type == "class_definition")
+
+
+def _name(node) -> str:
+    """A member's name: its name, key or property field, else its first identifier."""
+    for field in ("name", "key", "property", "left"):
+        child = node.child_by_field_name(field)
+        if child is not None:
+            return child.text.decode("utf-8", "replace").strip("[]'\"` ")
+    found = re.search(r"[A-Za-z_$][\w$]*", node.text.decode("utf-8", "replace"))
+    return found.group(0) if found else ""
+
+
+def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, str]]:
+    """(first row, name) of each outermost definition in orig[lo:hi] (no grammar)."""
+    heads = [r for r in range(lo, hi) if index.defines[r]]
+    depth = min((len(indent_of(index.lines[r])) for r in heads), default=0)
+    return [(r, index.defines[r].split()[-1]) for r in heads if len(indent_of(index.lines[r])) == depth]
+
+
+def _shows(ours: str, theirs: str, name: str) -> bool:
+    """Whether segment line `ours` shows the member whose first original line is `theirs`: the
+    same line, the same definition, or a line whose head (before its first `(`, `:`, `=`, `{`)
+    names it."""
+    if normalize(ours) == normalize(theirs):
+        return True
+    key = definition(theirs)
+    if key is not None:
+        return definition(ours) == key
+    head = re.split(r"[(:={]", ours, maxsplit=1)[0]
+    return bool(name) and name in re.findall(r"[A-Za-z_$][\w$]*", head)
 
 
 def keep_left_out(seg: list[str], index: OriginalIndex, found: list[tuple[int, int, int]]) -> tuple[list[str], int]:
@@ -93,7 +158,10 @@ def _leading(line: str) -> bool:
     return not text or text.startswith(("#", "//", "/*", "*", "@", "--"))
 
 
-def _renamed(line: str, ours: list[str]) -> bool:
-    """Whether a definition line of `ours` renames original definition `line`."""
+def _renamed(line: str, ours: list[str], index: OriginalIndex) -> bool:
+    """Whether a definition line of `ours` renames original definition `line`: one line only,
+    of a name the original does not define, the same but for the name, sharing a stem with it
+    (`visit_tuple` beside `visit_bool` is a naming convention, not a rename)."""
     name, skeleton = _skeleton(line)
-    return any(_skeleton(o)[1] == skeleton and _stem(_skeleton(o)[0], name) >= RENAME_STEM for o in ours)
+    return sum(_skeleton(o)[1] == skeleton and _stem(_skeleton(o)[0], name) >= RENAME_STEM
+               and definition(o) not in index.definitions for o in ours) == 1
