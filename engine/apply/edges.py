@@ -22,7 +22,7 @@ from engine.apply.text import indent_of
 
 EXTEND_THRESHOLD = 0.75  # similarity for a changed edge line to replace its neighbour
 PROSE_THRESHOLD = 0.5  # the same for two comment or string lines opened alike (`_threshold`)
-_PROSE = re.compile(r'^(?:"""|\'\'\'|///|//|/\*|#|--|"|\')')
+_PROSE = re.compile(r'^(?:"""|\'\'\'|///|//|/\*|\*|#|--|"|\')')
 WHOLE_FILE_SLACK = 2  # blank lines a whole-file snippet may leave out at each end
 FEW = 3  # statements a reading past an open snippet end may delete beyond those it writes there
 
@@ -214,16 +214,16 @@ _DOCSTRING = re.compile(r'^\s*[rRbBuU]?("""|\'\'\')')
 
 
 def _documents(lines, edge: int, step: int) -> bool:
-    """Whether an anchor whose outermost line is `edge` is a definition's header, or (above it)
-    doc comment lines that run down to its header."""
-    if definition(lines[edge]):
-        return True
+    """Whether the comment lines next to an anchor whose outermost line is `edge` document it:
+    below it, a definition's docstring; above it, the comment of the code line it starts with
+    (a definition, a field, an object's entry), also when the anchor took the comment's last
+    lines."""
     if step > 0:
-        return False
+        return definition(lines[edge]) is not None
     row = edge
     while row < len(lines) and _DOC_COMMENT.match(lines[row]):
         row += 1
-    return row > edge and row < len(lines) and definition(lines[row]) is not None
+    return row < len(lines) and lines[row].strip() != "" and not is_trivial(lines[row])
 
 
 def doc_block(lines, at: int, step: int, limit: int | None = None) -> int:

@@ -215,6 +215,7 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
     top = "keep"
     if not snippet.has_markers and whole_file(index, lines, i, start, k, end):
         start, end = 0, len(index)
+        lines = final_blank_lines(lines, index, start, end)
     else:
         top = head_edge(lines, index, i, start, lo, open_top, doubt, choices, f"top@{row}")
         if top == "top":  # the new first lines go to `lo`, the code between them and the anchor stays
