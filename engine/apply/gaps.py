@@ -33,15 +33,15 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
     units = _members(index, lo, hi) or _definitions(index, lo, hi)
     ours = [line for line in seg if definition(line)]
     mid = range(cand.head.seg_end, cand.tail.seg_start)
-    starts = [_trivia_start(index, r, lo) for r, _ in units] + [hi]
-    rows = [next((s for s in mid if _shows(seg[s], index.lines[r], name)), None) for r, name in units]
+    rows = [next((s for s in mid if _shows(seg[s], index.lines[r], name)), None) for r, _, name in units]
     out = []
-    for n, (r, name) in enumerate(units):
-        if rows[n] is not None or (index.defines[r] and _renamed(index.lines[r], ours, index)):
+    for n, (r, stop, name) in enumerate(units):
+        # A member running into the tail anchor is the segment's; one the segment shows is too.
+        if stop > hi or rows[n] is not None or (index.defines[r] and _renamed(index.lines[r], ours, index)):
             continue
         later = next((row for row in rows[n + 1 :] if row is not None), None)
         at = cand.tail.seg_start if later is None else _seg_trivia_start(seg, later, cand.head.seg_end)
-        out.append((starts[n], starts[n + 1], at))
+        out.append((_trivia_start(index, r, lo), stop, at))
     return out
 
 
@@ -50,9 +50,9 @@ _CONTAINERS = frozenset("object class_body declaration_list interface_body field
                         "literal_value enum_body object_type enum_variant_list body_statement".split())
 
 
-def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, str]]:
-    """(first row, name) of each member of a class, trait, object or dict wholly inside
-    orig[lo:hi], in order; [] without a grammar or when the region holds none (a function's
+def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, str]]:
+    """(first row, end row, name) of each member of a class, trait, object or dict that starts
+    in orig[lo:hi], in order; [] without a grammar or when the region holds none (a function's
     statements are no members: deleting one between two anchors is what the snippet says)."""
     tree = parse_tree(index.text, index.language) if index.text is not None else None
     if tree is None:
@@ -66,13 +66,11 @@ def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, str]]:
                 and not _container(node.parent):
             node = node.parent
         if node is None or node.parent is None or node.start_point != (r, column) or not _container(node.parent) \
-                or not node.is_named or "comment" in node.type:
+                or not node.is_named or any(t in node.type for t in ("comment", "attribute", "decorator")):
             r += 1
             continue
         last = node.end_point[0] - (node.end_point[1] == 0)
-        if last >= hi:
-            break
-        out.append((r, _name(node)))
+        out.append((r, last + 1, _name(node)))
         r = last + 1
     return out
 
@@ -92,11 +90,14 @@ def _name(node) -> str:
     return found.group(0) if found else ""
 
 
-def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, str]]:
-    """(first row, name) of each outermost definition in orig[lo:hi] (no grammar)."""
+def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, str]]:
+    """(first row, end row, name) of each outermost definition in orig[lo:hi] (no grammar): it
+    runs to the next one's comments and blank lines."""
     heads = [r for r in range(lo, hi) if index.defines[r]]
     depth = min((len(indent_of(index.lines[r])) for r in heads), default=0)
-    return [(r, index.defines[r].split()[-1]) for r in heads if len(indent_of(index.lines[r])) == depth]
+    heads = [r for r in heads if len(indent_of(index.lines[r])) == depth]
+    ends = [_trivia_start(index, r, lo) for r in heads[1:]] + [hi]
+    return [(r, end, index.defines[r].split()[-1]) for r, end in zip(heads, ends)]
 
 
 def _shows(ours: str, theirs: str, name: str) -> bool:
