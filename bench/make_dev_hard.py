@@ -19,7 +19,8 @@ Construction, in order:
    (seed, case id, style). A builder returns None when its style cannot express the commit
    fairly: a careful human reading original + snippet must produce `expected`. Windows of
    context around the `-U0` change blocks are widened until their context occurs once in
-   the original (or is pinned by the unique context on the window's other side).
+   the original (or is pinned by the unique context on the window's other side); with
+   --rstrip-context, lines that differ only in trailing whitespace count as the same line there.
 3. Select. Whole repositories are assigned to `eval` or `train`. Per split, styles are
    filled round-robin, scarcest first, each time with the candidate whose repository,
    language and path are least used so far (caps: N cases per repository, 2 per path,
@@ -48,6 +49,7 @@ import random
 import re
 import subprocess
 import sys
+import typing
 from functools import cached_property
 
 import tree_sitter
@@ -212,6 +214,8 @@ class Commit:
     expected: str
     blocks: list[Block]
     n_hunks: int
+    # --rstrip-context: trailing whitespace, which a reader cannot see, does not tell context apart
+    rstrip_context: typing.ClassVar[bool] = False
 
     @property
     def id(self) -> str:
@@ -253,8 +257,11 @@ class Commit:
     def old_positions(self) -> dict[str, list[int]]:
         index = collections.defaultdict(list)
         for i, line in enumerate(self.old):
-            index[line].append(i)
+            index[self.key(line)].append(i)
         return index
+
+    def key(self, line: str) -> str:
+        return line.rstrip() if self.rstrip_context else line
 
     @cached_property
     def defs_new(self) -> list[Def]:
@@ -268,8 +275,9 @@ class Commit:
         """Start indices in `old` where the lines `seq` occur in a row."""
         if not seq:
             return []
-        n = len(seq)
-        return [i for i in self.old_positions.get(seq[0], ()) if self.old[i:i + n] == seq]
+        n, want = len(seq), [self.key(line) for line in seq]
+        return [i for i in self.old_positions.get(want[0], ())
+                if [self.key(line) for line in self.old[i:i + n]] == want]
 
 
 def clean_instruction(subject: str) -> str:
@@ -1302,8 +1310,11 @@ def holds_fence(p: Pick) -> bool:
 
 
 def select_split(pools: dict[str, list[Pick]], target: int, caps: dict[str, int], max_per_path: int,
-                 rng: random.Random) -> list[Pick]:
-    """Fill styles round-robin, scarcest first, spreading repositories, languages and paths."""
+                 rng: random.Random, style_targets: dict[str, int] | None = None) -> list[Pick]:
+    """Fill styles round-robin, scarcest first, spreading repositories, languages and paths.
+
+    Each style stops at `target` cases, or at its own number in `style_targets`."""
+    targets = {s: (style_targets or {}).get(s, target) for s in STYLES}
     order = {s: rng.sample(pools[s], len(pools[s])) for s in STYLES}
     taken: dict[str, list[Pick]] = {s: [] for s in STYLES}
     used: set[tuple[str, str, str]] = set()  # one case per edit, cherry-picked copies included
@@ -1314,11 +1325,11 @@ def select_split(pools: dict[str, list[Pick]], target: int, caps: dict[str, int]
         avail = [p for p in order[style] if edit_key(p.commit) not in used and not holds_fence(p)
                  and per_repo[p.commit.repo] < caps[p.commit.repo]
                  and per_path[p.commit.repo, p.commit.path] < max_per_path]
-        if len(taken[style]) >= target or not avail:
+        if len(taken[style]) >= targets[style] or not avail:
             active.discard(style)
             continue
         rank = {id(p): i for i, p in enumerate(avail)}
-        best = min(avail, key=lambda p: (not wants_variant(p, taken[style], target),
+        best = min(avail, key=lambda p: (not wants_variant(p, taken[style], targets[style]),
                                          per_repo[p.commit.repo] / caps[p.commit.repo],
                                          per_lang[style, p.commit.language],
                                          per_path[p.commit.repo, p.commit.path], rank[id(p)]))
@@ -1453,6 +1464,14 @@ def parse_repo(text: str) -> RepoSpec:
     return RepoSpec(name, gitdir, int(cap), set(exts.split(",")), split)
 
 
+def parse_style_target(text: str) -> tuple[str, int]:
+    """STYLE=N"""
+    style, _, n = text.partition("=")
+    if style not in STYLES or not n.isdigit():
+        raise argparse.ArgumentTypeError(f"want STYLE=N with STYLE one of {', '.join(STYLES)}: {text}")
+    return style, int(n)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", action="append", type=parse_repo, required=True,
@@ -1462,7 +1481,13 @@ def main() -> int:
     ap.add_argument("--eval-per-style", type=int, default=16)
     ap.add_argument("--train-per-style", type=int, default=8)
     ap.add_argument("--max-per-path", type=int, default=2)
+    ap.add_argument("--style-target", action="append", type=parse_style_target, default=[],
+                    metavar="STYLE=N", help="N cases of STYLE per split instead of --eval/--train-per-style")
+    ap.add_argument("--rstrip-context", action="store_true",
+                    help="context lines that differ only in trailing whitespace count as the same line "
+                         "when windows are widened until unique and anchored")
     args = ap.parse_args()
+    Commit.rstrip_context = args.rstrip_context
 
     heads, pools_by_split = {}, {"eval": {s: [] for s in STYLES}, "train": {s: [] for s in STYLES}}
     for spec in args.repo:
@@ -1480,7 +1505,7 @@ def main() -> int:
     picks = []
     for split in ("eval", "train"):
         picks += select_split(pools_by_split[split], targets[split], caps, args.max_per_path,
-                              random.Random(f"{args.seed}:{split}"))
+                              random.Random(f"{args.seed}:{split}"), dict(args.style_target))
     rows = [to_row(p, args.seed) for p in picks]
     rows.sort(key=lambda r: (r["split"] != "eval", STYLES.index(r["style"]), r["id"]))
 

@@ -138,7 +138,7 @@ def test_a_near_tie_is_refused_with_the_readings(tokenizer):
 def test_the_margin_is_the_lead_of_the_first_over_the_second():
     ranking = Ranking((Scored(None, -1.0), Scored(None, -1.0 - MARGIN)), 10, 5, 0.1, (0, 3))
     assert ranking.margin == pytest.approx(MARGIN) and ranking.chosen is None
-    assert Ranking((Scored("a", -1.0), Scored("b", -9.0)), 10, 5, 0.1, (0, 3)).chosen == "a"
+    assert Ranking((Scored("a", -1.0), Scored("b", -2.0 - MARGIN)), 10, 5, 0.1, (0, 3)).chosen == "a"
 
 
 def test_the_model_cannot_change_a_line_outside_the_stretch_it_writes(tokenizer):
