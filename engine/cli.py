@@ -1,7 +1,8 @@
 """The `editapply` command line: models, pull, generate, apply, serve, lsp, vllm-command, train-heads.
 
 Exit codes: 0 success, 1 the job ran but its result failed a check (or a write was refused),
-2 bad input or usage (with a one-line reason on stderr).
+2 bad input or usage (with a one-line reason on stderr); `apply --write` also 3: the file changed on
+disk while the apply ran (engine/apply/command.py).
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 def add_apply_parser(sub) -> None:
     p = sub.add_parser("apply", help="merge an edit snippet (or an instruction) into a file; preview the diff or --write it",
                        description="Merge a lazy edit snippet into FILE and show the diff. Exit codes: 0 applied or "
-                       "previewed, 1 validation failed or the write was refused, 2 bad input.")
+                       "previewed, 1 validation failed or the write was refused, 2 bad input, 3 FILE changed on disk while "
+                       "the apply ran (another writer came first; nothing written).")
     p.add_argument("file", metavar="FILE", help="the file to edit")
     p.add_argument("snippet", metavar="SNIPPET", nargs="?", help="file with the edit snippet or a unified diff, or - for stdin; "
                    "leave out for an instruction-only edit")
