@@ -32,6 +32,7 @@ from engine.apply.errors import ApplyCancelled, ApplyError, EmptySnippetError
 from engine.apply.files import (FileChangedError, WriteError, check_writable, decode_source, read_bounded, read_source,
                                 read_stream, write_source)
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Progress, apply_edit, prepare
+from engine.apply.text import BOM
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"), ("\\", "dim"))
@@ -104,6 +105,7 @@ def _read_snippet(arg: str | None) -> str | None:
         text = decode_source(read_bounded(sys.stdin.buffer, "the snippet (stdin)", max_bytes), "the snippet (stdin)")
     else:
         text = read_stream(arg, f"snippet {arg}", max_bytes)
+    text = text.removeprefix(BOM)  # a snippet saved by a Windows tool; a diff after it must still read as one
     if not text.strip():
         raise EmptySnippetError()
     return text

@@ -197,7 +197,7 @@ def prepare(req: ApplyRequest) -> Plan:
     if looks_like_diff(snippet):
         return _plan_diff(req, language)
     result = merge(original, snippet, language, req.path)  # raises EmptySnippetError / MarkerOnlySnippetError
-    if req.mode == "deterministic" and result.status == "unmatched":
+    if req.mode == "deterministic" and _matches_nowhere(result):
         raise NoMatchError("; ".join(p.reason for p in result.problems if p.severity == "error"))
     check = validate(original, result, language=language)
     trusted = result.status == "exact" and result.confidence >= HIGH_CONFIDENCE and check.ok
@@ -205,6 +205,14 @@ def prepare(req: ApplyRequest) -> Plan:
                            + ("" if check.ok else f", validation failed: {', '.join(check.names)}"))
     return Plan(req, language, "snippet", path, reason, result.text, result.status, result.confidence,
                 result, result.problems, check)
+
+
+def _matches_nowhere(result) -> bool:
+    """No line of the snippet occurs in the file: every segment unmatched, or placed only as an
+    insert at an open file edge that nothing anchors (one segment or several: the same answer)."""
+    names = [p.name for p in result.problems]
+    return result.status == "unmatched" or (
+        result.status == "partial" and names.count("unmatched") + names.count("unanchored_insert") == len(result.segments))
 
 
 def _plan_diff(req: ApplyRequest, language: str) -> Plan:

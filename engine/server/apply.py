@@ -28,6 +28,7 @@ from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
+from engine.apply.text import BOM
 from engine.types import EngineUnavailable, GenerationStats, RequestError
 from engine.server.errors import APIError, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
@@ -180,7 +181,8 @@ def apply_error(exc: Exception) -> APIError:
 def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
     state.check_tokens_limit(body.max_tokens)
     try:
-        return ApplyRequest(initial_code=body.initial_code, edit_snippet=body.edit_snippet, instruction=body.instruction,
+        snippet = body.edit_snippet.removeprefix(BOM) if body.edit_snippet else body.edit_snippet
+        return ApplyRequest(initial_code=body.initial_code, edit_snippet=snippet, instruction=body.instruction,
                             language=body.language, path=body.path, mode=body.mode, prompt_form=body.prompt_form,
                             max_tokens=body.max_tokens, use_prediction=body.use_prediction)
     except ApplyError as exc:

@@ -25,6 +25,7 @@ from jinja2.exceptions import TemplateError
 
 from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
+from engine.apply.text import BOM
 from engine.types import Request, SamplingParams
 from engine.server.apply import ApplyRun, apply_error, engine_stats
 from engine.server.errors import APIError
@@ -136,7 +137,7 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     max_tokens, param = _requested_tokens(body)
     state.check_tokens_limit(max_tokens, param)
     try:
-        req = ApplyRequest(initial_code=code, edit_snippet=form["update"].removeprefix("\n"),
+        req = ApplyRequest(initial_code=code, edit_snippet=form["update"].removeprefix("\n").removeprefix(BOM),
                            instruction=(form["instruction"] or "").strip() or None, max_tokens=max_tokens)
     except ApplyError as exc:
         raise apply_error(exc) from None

@@ -113,3 +113,21 @@ def test_an_edit_to_an_empty_file_of_no_known_language_is_never_a_silent_success
     assert result["stats"]["path"] == "model"
     applied = "first line" in result["merged_code"] and "second line" in result["merged_code"]
     assert applied or not result["validation"]["ok"]
+
+
+@pytest.mark.parametrize("snippet", ["# ... existing code ...\nzzz = qqq(1)\n# ... existing code ...\n",
+                                     "# ... existing code ...\nzzz = qqq(1)\n# ... existing code ...\nyyy = www(2)\n"],
+                         ids=["one segment", "two segments"])
+def test_a_snippet_matching_nowhere_is_no_match_for_one_segment_or_two(client, snippet):
+    """Issue 31, item 11: the same input gets the same answer, 400 no_match, not a 200 with a
+    partial merge for two segments."""
+    r = client.post("/v1/apply", json={"initial_code": "import os\n\n\ndef a():\n    return 1\n", "edit_snippet": snippet,
+                                       "path": "a.py", "mode": "deterministic"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "no_match", r.text
+
+
+def test_a_snippet_with_a_byte_order_mark_is_merged(client):
+    """Issue 31, item 12: a BOM before the first marker is not code."""
+    case = CASES[DETERMINISTIC[0]]
+    r = client.post("/v1/apply", json=body(case, mode="deterministic", edit_snippet="\ufeff" + case["update_snippet"]))
+    assert r.status_code == 200 and r.json()["merged_code"] == case["expected"], r.text
