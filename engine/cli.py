@@ -224,14 +224,18 @@ def add_vllm_command_parser(sub) -> None:
 def cmd_lsp(args) -> int:
     from lsp_server.server import start
 
-    return start(tcp=args.tcp, log_file=args.log_file, log_level=args.log_level)
+    return start(tcp=args.tcp, log_file=args.log_file, log_level=args.log_level, token_file=args.token_file)
 
 
 def add_lsp_parser(sub) -> None:
     p = sub.add_parser("lsp", help="run the language server (apply, preview and ask from any LSP editor)",
                        description="Run the editapply language server on stdio (or TCP). Settings come from the "
                        "client's initializationOptions; see README.md, 'The language server'.")
-    p.add_argument("--tcp", metavar="HOST:PORT", default=None, help="listen on TCP instead of stdio")
+    p.add_argument("--tcp", metavar="[HOST:]PORT", default=None,
+                   help="listen on TCP instead of stdio, one client at a time (HOST: 127.0.0.1 unless given; another "
+                        "address needs a token)")
+    p.add_argument("--token-file", default=None, help="with --tcp: a file whose first line is the token a client must "
+                   "send as initializationOptions.token (default: EDITAPPLY_LSP_TOKEN; none: no token, loopback only)")
     p.add_argument("--log-file", default=None, help="write logs here (default: stderr)")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(func=cmd_lsp)

@@ -24,7 +24,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
         cfg = EngineConfig.from_env(model=model, backend=backend, vllm_url=vllm_url)
     except ValueError as exc:
         return _fail(str(exc))
-    if not settings.api_key and not _is_loopback(host):
+    if not settings.api_key and not is_loopback(host):
         print(f"editapply: warning: serving on {host} without an API key; anyone who can reach it can use it "
               "(set --api-key or EDITAPPLY_API_KEY)", file=sys.stderr)
     try:
@@ -43,7 +43,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
     return EXIT_OK
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
