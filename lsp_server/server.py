@@ -179,7 +179,7 @@ def start(tcp: str | None = None, log_file: str | None = None, log_level: str = 
     needs a token (transport.py says why and how it is checked)."""
     import sys
 
-    from engine.server.serve import is_loopback
+    from engine.hosts import is_loopback
     from lsp_server import transport
 
     logging.basicConfig(filename=log_file, level=log_level.upper(),

@@ -2,8 +2,9 @@
 
 Routes, one module per group: `apply` (/v1/apply), `chat` (/v1/chat/completions), `rag`
 (/v1/rag), `system` (/health, /v1/models, /metrics). Middleware, outermost first:
-`RequestMetrics` (counts every response, errors included), `BearerAuth` (before anything is
-read), `BodyGuard` (size, content type, UTF-8). Errors are OpenAI-shaped everywhere (`errors.py`).
+`RequestMetrics` (counts every response, errors included), `AnswerCancelled` (a request cut by a
+stopping server still answers in JSON), `BearerAuth` (before anything is read), `BodyGuard`
+(size, content type, UTF-8). Errors are OpenAI-shaped everywhere (`errors.py`).
 The engine runs in its own thread (`EngineService`); handlers only await its streams, merges run
 in worker processes (`workers.py`), and the rest of the CPU work (templating, tokenizing) in the
 thread pool, so neither the event loop nor the engine waits on them. The app's shutdown stops the
@@ -48,6 +49,7 @@ def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
     paths = frozenset(r.path for r in app.routes if "{" not in getattr(r, "path", "{"))
     app.add_middleware(BodyGuard, settings=settings)
     app.add_middleware(BearerAuth, settings=settings)
+    app.add_middleware(errors.AnswerCancelled)
     app.add_middleware(RequestMetrics, metrics=state.metrics, paths=paths)
     app.openapi = lambda: _openapi(app, state)
     return app

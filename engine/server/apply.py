@@ -30,7 +30,7 @@ from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable, GenerationStats, RequestError
-from engine.server.errors import APIError, unavailable
+from engine.server.errors import APIError, shutting_down, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
 from engine.server.state import ServerState, get_state, offload
@@ -72,11 +72,17 @@ class ApplyRun:
         self.plan = self.job = None
         self.result: ApplyResult | None = None
         self.disconnected = False
+        self.stopped = False  # by the server's shutdown (ServerState.drain)
+
+    def stop_for_shutdown(self) -> None:
+        self.stopped = True
+        self.cancel()
 
     async def prepare(self) -> None:
         """Check the input and the context (raises APIError); no generation yet. A request the
         model need not serve is answered here (`result`)."""
         try:
+            self.state.check_open()
             limits.check(self.req)  # sizes: before a worker is asked (prepare checks again, for other callers)
             if self.req.mode == "model":
                 await offload(limits.check_context, self.req, self.state.tokenizer, self.state.context_limit)
@@ -113,6 +119,7 @@ class ApplyRun:
 
         task = asyncio.ensure_future(offload(work))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when abandoned
+        self.state.running.add(self)
         try:
             while (text := await queue.get()) is not _DONE:
                 if text:
@@ -122,12 +129,15 @@ class ApplyRun:
             except (ApplyError, RequestError) as exc:
                 raise apply_error(exc) from None
             except ApplyCancelled:
+                if self.stopped:
+                    raise shutting_down(self.state.settings.retry_after_s) from None
                 self.disconnected = True
             except EngineUnavailable as exc:
                 raise unavailable(exc, self.state.settings.retry_after_s) from None
             except RuntimeError as exc:
                 raise APIError(500, f"the apply failed: {exc}") from None
         finally:
+            self.state.running.discard(self)
             if self.result is None:
                 self.cancel()
             self._record()
@@ -150,7 +160,8 @@ class ApplyRun:
 
     def _record(self) -> None:
         if self.result is None:
-            self.state.metrics.observe_generation(self.route, None, "disconnect" if self.disconnected else "error")
+            reason = "shutdown" if self.stopped else "disconnect" if self.disconnected else "error"
+            self.state.metrics.observe_generation(self.route, None, reason)
             return
         stats = self.result.stats
         self.state.metrics.observe_generation(self.route, engine_stats(self.result),

@@ -122,7 +122,7 @@ def _stream(reply: Reply, gen: Generation, include_usage: bool):
         return final + ([reply.usage_chunk(usage(gen.stats))] if include_usage else [])
 
     return sse_events(gen.deltas(), lambda text: reply.chunk({"content": text}), end, APIError.body,
-                      start=(reply.chunk({"role": "assistant", "content": ""}),), done_after_error=False)
+                      start=(reply.chunk({"role": "assistant", "content": ""}),))
 
 
 def _requested_tokens(body: ChatCompletionRequest) -> tuple[int | None, str]:
@@ -163,4 +163,4 @@ def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
         return final + ([reply.usage_chunk(usage(engine_stats(run.result)))] if include_usage else [])
 
     return sse_events(run.deltas(), lambda text: None, end, APIError.body,
-                      start=(reply.chunk({"role": "assistant", "content": ""}),), done_after_error=False)
+                      start=(reply.chunk({"role": "assistant", "content": ""}),))

@@ -5,12 +5,16 @@ anything unexpected are turned into the same shape by the handlers `install` reg
 
 * malformed JSON -> 400 `invalid_json`; a field that fails validation -> 422 naming the field,
   what it should be and what it got; unknown route -> 404; wrong method -> 405;
-* anything else -> 500 `internal_error` (a bug: the message says so, the traceback goes to the log).
+* anything else -> 500 `internal_error` (a bug: the message says so, the traceback goes to the log);
+* a request whose task is cancelled before it answered (uvicorn's graceful shutdown timed out)
+  -> 503 `shutting_down` (`AnswerCancelled`), where uvicorn would send `500 text/plain`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from contextlib import suppress
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,6 +56,12 @@ def unavailable(exc: Exception, retry_after_s: int = 2) -> APIError:
     server itself stays up and the request may be retried."""
     return APIError(503, f"the engine is unavailable: {exc}", code="engine_unavailable",
                     headers={"Retry-After": str(retry_after_s)})
+
+
+def shutting_down(retry_after_s: int = 2) -> APIError:
+    """503 for a request the server could not finish because it is stopping (state.py, `drain`)."""
+    return APIError(503, "the server is shutting down; this request was not finished (retry it: on another server, or "
+                         "on this one once it is back)", code="shutting_down", headers={"Retry-After": str(retry_after_s)})
 
 
 def validation_error(exc: RequestValidationError) -> APIError:
@@ -124,3 +134,30 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return APIError(500, f"internal error ({type(exc).__name__}); this is a bug in editapply").response()
+
+
+class AnswerCancelled:
+    """ASGI middleware: a request task cancelled before it sent a response answers 503
+    `shutting_down` in the JSON shape (then the cancellation goes on). Only a stopping server
+    cancels request tasks (a client that leaves is a disconnect message, not a cancel)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracked(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not started:
+                with suppress(Exception):
+                    await shutting_down().response()(scope, receive, send)
+            raise
