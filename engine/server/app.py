@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from engine.server import apply, chat, errors, rag, system
+from engine.server import apply, chat, errors, events, rag, system
 from engine.server.auth import BearerAuth
 from engine.server.limits import BodyGuard
 from engine.server.metrics import Metrics, RequestMetrics
@@ -60,6 +60,16 @@ def close_app(app: FastAPI) -> None:
     app.state.editapply.merges.close()
 
 
+def _add_event_schemas(schema: dict) -> None:
+    """The SSE event models (events.py) into `components.schemas`, where `x-events` refers."""
+    from pydantic.json_schema import models_json_schema
+
+    models = {m for group in (events.APPLY_EVENTS, events.RAG_EVENTS, events.CHAT_EVENTS) for m in group}
+    _, defs = models_json_schema([(m, "serialization") for m in sorted(models, key=lambda m: m.__name__)],
+                                 ref_template="#/components/schemas/{model}")
+    schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+
+
 def _openapi(app: FastAPI, state: ServerState) -> dict:
     """FastAPI's schema, plus the limits only known at run time (the largest max_tokens).
 
@@ -70,6 +80,7 @@ def _openapi(app: FastAPI, state: ServerState) -> dict:
         app.openapi_schema = get_openapi(title=app.title, version=app.version, description=app.description,
                                          routes=app.routes)
     schema = app.openapi_schema
+    _add_event_schemas(schema)
     for model in schema.get("components", {}).get("schemas", {}).values():
         for name, prop in model.get("properties", {}).items():
             for option in prop.get("anyOf", [prop]):

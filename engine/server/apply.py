@@ -30,6 +30,7 @@ from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable, GenerationStats, RequestError
+from engine.server.events import APPLY_EVENTS
 from engine.server.errors import APIError, shutting_down, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
@@ -200,7 +201,7 @@ def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
         raise apply_error(exc) from None
 
 
-@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS)}, summary="Merge an edit snippet into a file")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS, APPLY_EVENTS)}, summary="Merge an edit snippet into a file")
 async def apply(body: ApplyRequestBody, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)

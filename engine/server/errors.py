@@ -26,6 +26,7 @@ log = logging.getLogger("editapply.server")
 TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
          405: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
          422: "invalid_request_error", 500: "server_error", 503: "server_error"}
+BODY_RULES = ("empty_snippet",)  # schemas.py's rules over a whole body: their type is their code
 CODES = {400: "bad_request", 401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed",
          413: "request_too_large", 415: "unsupported_media_type", 422: "invalid_value",
          500: "internal_error", 503: "overloaded"}
@@ -79,15 +80,19 @@ def validation_error(exc: RequestValidationError) -> APIError:
             continue  # a union's other members failing too says nothing new
         params.append(param)
         if param is None:
-            messages.append(f"the request body must be a JSON object ({_shorten(e.get('msg', ''))})")
+            if e.get("type") in BODY_RULES:  # a rule over several fields (schemas.py)
+                messages.append(e.get("msg", "invalid"))
+            else:
+                messages.append(f"the request body must be a JSON object ({_shorten(e.get('msg', ''))})")
             continue
         got = "" if e.get("type") == "missing" else f" (got {_shorten(repr(e.get('input')))})"
         messages.append(f"{param}: {_lower_first(e.get('msg', 'invalid'))}{got}")
     more = f"; and {len(messages) - 5} more" if len(messages) > 5 else ""
     messages = messages[:5]
     params = [p for p in params if p is not None]
-    return APIError(422, "; ".join(messages) + more, param=params[0] if params else None,
-                    code="missing_field" if errors and errors[0].get("type") == "missing" else "invalid_value")
+    first = errors[0].get("type") if errors else None
+    code = "missing_field" if first == "missing" else first if first in BODY_RULES else "invalid_value"
+    return APIError(422, "; ".join(messages) + more, param=params[0] if params else None, code=code)
 
 
 def field_path(loc) -> str | None:

@@ -74,7 +74,6 @@ def test_chat_completion_apply_form_answers_with_the_merged_file(live):
 
 
 @pytest.mark.parametrize("extra, code, words", [
-    ({"edit_snippet": "   "}, "empty_snippet", "empty"),
     ({"edit_snippet": "# ... existing code ...\n"}, "marker_only_snippet", "only elision markers"),
     ({"edit_snippet": "# ... existing code ...\ndef zzz():\n    qqq = 1\n# ... existing code ...\n",
       "mode": "deterministic", "initial_code": "import os\n\n\ndef a():\n    return 1\n"}, "no_match", "matches nowhere"),
@@ -95,7 +94,7 @@ def test_the_cli_remote_client_round_trips(live):
     result = remote_apply(live.url, ApplyRequest(case["original"], case["update_snippet"], path=case["path"],
                                                  mode="deterministic", prompt_form="rewrite", max_tokens=64))
     assert result.merged_code == case["expected"] and result.ok and result.path == "deterministic"
-    with pytest.raises(RemoteInputError, match="empty"):
+    with pytest.raises(RemoteInputError, match="nothing to apply"):
         remote_apply(live.url, ApplyRequest(case["original"], "  ", path=case["path"]))
 
 

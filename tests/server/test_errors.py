@@ -114,9 +114,23 @@ def test_max_tokens_over_the_server_limit_is_422(client, live):
         assert {"type": "integer", "minimum": 1, "maximum": 16} in schema["properties"]["max_tokens"]["anyOf"]
 
 
-def test_unsupported_option_is_400(client):
-    e = error_of(client.post(CHAT, json={"messages": HI, "logprobs": True}), 400, "bad_request")
-    assert e["param"] == "logprobs" and "not supported" in e["message"]
+@pytest.mark.parametrize("field, value", [("logprobs", True), ("tool_choice", "required"),
+                                          ("tool_choice", {"type": "function", "function": {"name": "f"}})])
+def test_an_option_the_server_cannot_honour_fails_validation(client, field, value):
+    """Issue 31, items 10 and 14: the schema refuses what the server cannot do (422 naming the
+    field), instead of a body it accepts and then refuses (logprobs) or answers as if the option
+    were not there (tool_choice "required" answered 200 with text)."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    e = error_of(client.post(CHAT, json={"messages": HI, "tools": tools, field: value}), 422, "invalid_value")
+    assert e["param"] == field
+
+
+@pytest.mark.parametrize("choice", [None, "auto", "none"])
+def test_tools_with_a_choice_that_allows_text_are_answered_with_text(client, choice):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    extra = {} if choice is None else {"tool_choice": choice}
+    r = client.post(CHAT, json={"messages": HI, "tools": tools, "max_tokens": 2, **extra})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] is not None
 
 
 def test_overload_is_503_with_retry_after(client, live):

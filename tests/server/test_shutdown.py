@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from engine.server.events import CHAT_EVENTS, RAG_EVENTS, validate_event
 from tests.server.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,9 +92,11 @@ def test_sigterm_answers_every_request_in_flight(server, tmp_path):
         if status == 503:
             assert set(body["error"]) == SHUTTING_DOWN and body["error"]["code"] == "shutting_down"
             refused += 1
-    for name in ("chat stream", "rag stream"):
+    for name, models in (("chat stream", CHAT_EVENTS), ("rag stream", RAG_EVENTS)):
         events = outcomes[name]
         assert events[-1] == "[DONE]", (name, events[-3:])
+        for event in events[:-1]:
+            validate_event(models, event)
         error = events[-2].get("error")
         if error is not None:
             assert set(error) == SHUTTING_DOWN and error["code"] == "shutting_down"
