@@ -46,7 +46,7 @@ def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
     for module in (apply, chat, rag, system):
         app.include_router(module.router)
     errors.install(app)
-    paths = frozenset(r.path for r in app.routes if "{" not in getattr(r, "path", "{"))
+    paths = tuple(route.path for module in (apply, chat, rag, system) for route in module.router.routes)
     app.add_middleware(BodyGuard, settings=settings)
     app.add_middleware(BearerAuth, settings=settings)
     app.add_middleware(errors.AnswerCancelled)

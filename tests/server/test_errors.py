@@ -154,6 +154,43 @@ def test_errors_are_counted_in_metrics(client):
     assert 'route="/v1/chat/completions",status="422"' in text
 
 
+def counted(client, route: str, status: str) -> float:
+    import re
+
+    text = client.get("/metrics").text
+    m = re.search(rf'editapply_http_requests_total{{method="POST",route="{re.escape(route)}",status="{status}"}} (\S+)', text)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_answers_sent_before_routing_are_counted_under_their_route(client, live):
+    """Issue 31, item 13: 401, 413 and 415 are sent by middleware before routing; they were all
+    labelled route="unmatched"."""
+    before = {s: counted(client, "/v1/apply", s) for s in ("401", "413", "415")}
+    with live.settings_changed(api_key="k"):
+        assert client.post("/v1/apply", json={}).status_code == 401
+    assert client.post("/v1/apply", content=b"x" * (live.settings.max_body_bytes + 1),
+                       headers={"content-type": "application/json"}).status_code == 413
+    assert client.post("/v1/apply", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+    assert {s: counted(client, "/v1/apply", s) - before[s] for s in before} == {"401": 1, "413": 1, "415": 1}
+
+
+def test_a_client_that_leaves_mid_body_is_not_counted_as_a_server_error(client, live):
+    """Issue 31, item 13: it was a 500; nothing was answered, so it is 499 (client closed)."""
+    import socket
+    import time
+
+    before = counted(client, "/v1/apply", "499"), counted(client, "/v1/apply", "500")
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/apply HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"initial_code\": ")
+        time.sleep(0.2)  # let the server start reading the body (no figure is asserted on)
+    deadline = time.monotonic() + 60
+    while counted(client, "/v1/apply", "499") == before[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (counted(client, "/v1/apply", "499"), counted(client, "/v1/apply", "500")) == (before[0] + 1, before[1])
+
+
 def test_health_and_models(client, live):
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["model_loaded"] and health["model"] == "smollm2-135m"
