@@ -276,12 +276,38 @@ def add_train_heads_parser(sub) -> None:
     p.set_defaults(func=cmd_train_heads)
 
 
+ENGINE_THREAD = "editapply-engine"  # engine/service.py's
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
     except KeyboardInterrupt:
-        return 130
+        code = 130
+    leave_if_engine_busy(code)
+    return code
+
+
+def leave_if_engine_busy(code: int) -> None:
+    """Exit now (`os._exit`, stdio flushed) if an engine thread is still inside a step.
+
+    Ctrl-C during a long step (a prefill of thousands of tokens takes seconds on a CPU) can leave
+    the engine thread running past the shutdown's wait. Python ends such a daemon thread at exit
+    with pthread_exit, which unwinds through torch's C++ frames and aborts the process
+    ("terminate called without an active exception", exit -6). Nothing is left to do by then
+    (the file was not written, the request is cancelled), so the process leaves without
+    finalizing, with the exit code it meant."""
+    import os
+    import threading
+
+    if any(t.name == ENGINE_THREAD and t.is_alive() for t in threading.enumerate()):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 if __name__ == "__main__":
