@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
+from fastapi.responses import Response
 
 from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
@@ -35,7 +36,7 @@ from engine.server.errors import APIError, shutting_down, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
 from engine.server.state import ServerState, get_state, offload
-from engine.server.workers import plan_apply
+from engine.server.workers import Served, plan_apply
 
 ROUTE = "/v1/apply"
 router = APIRouter()
@@ -72,6 +73,7 @@ class ApplyRun:
         self.cancel_event = threading.Event()
         self.plan = self.job = None
         self.result: ApplyResult | None = None
+        self.body: bytes | None = None  # the result's JSON, when the merge pool served it whole
         self.disconnected = False
         self.stopped = False  # by the server's shutdown (ServerState.drain)
 
@@ -88,8 +90,8 @@ class ApplyRun:
             if self.req.mode == "model":
                 await offload(limits.check_context, self.req, self.state.tokenizer, self.state.context_limit)
             outcome = await self.state.merges.run(plan_apply, self.req)
-            if isinstance(outcome, ApplyResult):
-                self.result = outcome
+            if isinstance(outcome, Served):
+                self.result, self.body = outcome.result, outcome.body
                 return
             self.plan = outcome
             self.state.check_capacity()
@@ -106,7 +108,7 @@ class ApplyRun:
     async def deltas(self) -> AsyncIterator[str]:
         """The model's output as it is written; `result` is set when this ends."""
         if self.result is not None:  # served by the merge pool
-            self._record()
+            self.record()
             return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
@@ -141,7 +143,7 @@ class ApplyRun:
             self.state.running.discard(self)
             if self.result is None:
                 self.cancel()
-            self._record()
+            self.record()
 
     async def run(self, http: HTTPRequest) -> ApplyResult | None:
         """The result (non-streaming), cancelling the work if the client hangs up."""
@@ -159,7 +161,7 @@ class ApplyRun:
         if self.engine.handle is not None:
             self.state.service.cancel(self.engine.handle)
 
-    def _record(self) -> None:
+    def record(self) -> None:
         if self.result is None:
             reason = "shutdown" if self.stopped else "disconnect" if self.disconnected else "error"
             self.state.metrics.observe_generation(self.route, None, reason)
@@ -207,6 +209,9 @@ async def apply(body: ApplyRequestBody, http: HTTPRequest):
     state.check_model(body.model)
     run = ApplyRun(state, build_request(body, state))
     await run.prepare()
+    if run.body is not None and not body.stream:  # served by the merge pool, encoded there
+        run.record()
+        return Response(run.body, media_type="application/json")
     if not body.stream:
         result = await run.run(http)
         return result.as_dict() if result is not None else None  # None: nobody is listening

@@ -1,8 +1,11 @@
 """The merge pool: the apply pipeline's deterministic work, off the engine's thread and the event loop.
 
 `MergePool.run(plan_apply, req)` runs `prepare` (snippet parsing, the merge, validation) and, for
-a request the model need not serve, the whole deterministic result (its diff included) in a
-worker process; a request for the model comes back as its `Plan`.
+a request the model need not serve, the whole deterministic result (its diff included, and its
+JSON body encoded: `Served`) in a worker process; a request for the model comes back as its
+`Plan`. The server sends a `Served` body as it is: encoding a result through FastAPI costs the
+event loop about half a millisecond, which at hundreds of applies a second is time the engine
+thread waits for the GIL (bench/RESULTS.md, "Robustness, second round").
 
 Why processes, not threads: the merge is pure Python, so in a thread it holds the GIL, which the
 engine thread's step loop (scheduling, drafting, verifying) needs as well; a few merge threads
@@ -21,12 +24,14 @@ processes: for platforms without them, and to measure what the processes buy).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing import get_context
 
 from starlette.concurrency import run_in_threadpool
@@ -39,10 +44,21 @@ PARENT_POLL_S = 1.0  # how often a worker checks that the server is still alive
 WARM_UP = ApplyRequest("x = 1\n", "x = 2\n", path="warm_up.py", mode="deterministic")
 
 
-def plan_apply(req: ApplyRequest) -> Plan | ApplyResult:
+@dataclass(frozen=True)
+class Served:
+    """A request the merge pool answered whole: its result, and that result's JSON body."""
+
+    result: ApplyResult
+    body: bytes  # as FastAPI's JSONResponse would encode `result.as_dict()`
+
+
+def plan_apply(req: ApplyRequest) -> Plan | Served:
     """In a worker: the request's plan when it needs the model, else its whole result."""
     plan = prepare(req)
-    return plan if plan.needs_model else apply_edit(None, req, plan=plan)
+    if plan.needs_model:
+        return plan
+    result = apply_edit(None, req, plan=plan)
+    return Served(result, json.dumps(result.as_dict(), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode())
 
 
 def _start_worker() -> None:
