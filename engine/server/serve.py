@@ -13,13 +13,6 @@ import uvicorn
 from engine.hosts import is_loopback
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
-# How long a thread waiting for the GIL waits before it asks the holder to let go (Python's
-# default: 5 ms). The engine thread gives the GIL up in every torch call and must take it back
-# after; while the event loop handles a burst of applies, each take-back could wait the whole
-# interval, hundreds of times a step, and generation slowed to half speed beside ~285 applies/s
-# (issue 31). 0.5 ms bounds that wait; the cost is more frequent switches between Python
-# threads. Figures: bench/RESULTS.md, "Robustness, second round".
-GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 class DrainingServer(uvicorn.Server):
@@ -56,7 +49,6 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
     engine = f"vLLM at {service.url}" if cfg.backend == "vllm" else f"device {cfg.torch_device}"
     print(f"editapply: serving {app.state.editapply.model_id} on http://{host}:{port} ({auth}; "
           f"{engine}, context {service.cfg.max_model_len} tokens)", file=sys.stderr)
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     server = DrainingServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5))
     try:
         server.run()
