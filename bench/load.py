@@ -47,7 +47,10 @@ RAG_DOC = ("editapply merges lazy edit snippets into files. It regenerates the w
            "predicted merge, and each step verifies a block of 16 tokens, so copied code is accepted about 15 "
            "tokens per step. Verification is exact: greedy output equals plain greedy decoding.")
 RAG_QUESTIONS = ["How many tokens does each step verify?", "Where do the drafts come from?", "Is verification exact?"]
-KINDS = ("chat", "chat-stream", "rag", "apply", "apply-model")
+KINDS = ("chat", "chat-stream", "rag", "apply", "apply-model", "apply-tiny")
+# A two-line edit: the merge costs next to nothing, so the server's own handling of each request
+# is what a stream of them measures (hundreds a second, as a busy team's assistant sends).
+TINY = {"initial_code": "x = 1\ny = 2\n", "edit_snippet": "x = 3\ny = 2\n", "path": "tiny.py", "mode": "deterministic"}
 
 
 @dataclass
@@ -78,6 +81,8 @@ def requests(kind: str, n: int, cases: list[dict], max_tokens: int) -> tuple[str
     if kind == "rag":
         return "/v1/rag", {"documents": [{"id": "readme", "text": RAG_DOC}], "question": RAG_QUESTIONS[n % 3],
                            "max_tokens": max_tokens}
+    if kind == "apply-tiny":
+        return "/v1/apply", TINY
     case = cases[n % len(cases)]
     return "/v1/apply", {"initial_code": case["original"], "edit_snippet": case["update_snippet"], "path": case["path"],
                          "mode": "model" if kind == "apply-model" else "deterministic",
@@ -269,17 +274,17 @@ async def drive_mixed(url: str, args, cases: list[dict], pid: int | None) -> dic
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     big = oversized_body(args.oversized_bytes, cases)
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600), limits=limits) as client:
-        for kind in ("chat", "apply"):
+        for kind in (args.chat_kind, args.apply_kind):
             await one(client, kind, *requests(kind, 0, cases, args.max_tokens))
         await asyncio.sleep(args.warmup)
         before = memory_mb(pid)
         probe_idle = await one(client, "probe", *PROBE)
         oversized_idle, probe_beside = await asyncio.gather(one(client, "oversized", "/v1/apply", big),
                                                             one(client, "probe", *PROBE))
-        alone = await phase(client, {"chat": args.chat_clients}, args.duration, cases, args.max_tokens)
+        alone = await phase(client, {args.chat_kind: args.chat_clients}, args.duration, cases, args.max_tokens)
         oversized = asyncio.create_task(one(client, "oversized", "/v1/apply", big))
-        loaded = await phase(client, {"chat": args.chat_clients, "apply": args.apply_clients}, args.duration, cases,
-                             args.max_tokens)
+        loaded = await phase(client, {args.chat_kind: args.chat_clients, args.apply_kind: args.apply_clients}, args.duration,
+                             cases, args.max_tokens)
         oversized_loaded = await oversized
         after = memory_mb(pid)
     return {"probe_idle": probe_idle, "probe_beside": probe_beside, "oversized_idle": oversized_idle,
@@ -295,11 +300,13 @@ def report_mixed(m: dict, args, model: str) -> dict:
                  f"deterministic-apply clients, {args.duration:.0f} s each, {model}"))
     rows = []
     for name, records in (("chat alone", m["alone"]), ("chat + applies", m["loaded"])):
-        for kind in ("chat", "apply"):
+        for kind in (args.chat_kind, args.apply_kind):
             if recs := [r for r in records if r.kind == kind]:
                 ok = [r.seconds * 1000 for r in recs if r.ok]
-                rows.append([name, kind, len(recs), len(recs) - len(ok), pct(ok, 0.5), pct(ok, 0.99)])
-    print(table(["phase", "kind", "requests", "errors", "p50 ms", "p99 ms"], rows))
+                ttft = [r.ttft * 1000 for r in recs if r.ok and r.ttft is not None]
+                rows.append([name, kind, len(recs), len(recs) / args.duration, len(recs) - len(ok), pct(ok, 0.5),
+                             pct(ok, 0.99), pct(ttft, 0.5) if ttft else "-"])
+    print(table(["phase", "kind", "requests", "per s", "errors", "p50 ms", "p99 ms", "ttft p50 ms"], rows))
     print()
     size = f"{args.oversized_bytes:,}-byte apply (auto)"
     big = [[f"{size}, idle server", _outcome(m["oversized_idle"]), m["oversized_idle"].seconds * 1000,
@@ -332,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixed", action="store_true", help="the mixed run: chat alone, then beside applies")
     parser.add_argument("--chat-clients", type=int, default=8, help="--mixed: chat clients")
     parser.add_argument("--apply-clients", type=int, default=8, help="--mixed: deterministic-apply clients")
+    parser.add_argument("--apply-kind", choices=("apply", "apply-tiny"), default="apply",
+                        help="--mixed: dev-set applies, or two-line ones (the server's per-request cost, at hundreds a second)")
+    parser.add_argument("--small-applies", action="store_true",
+                        help="--mixed: the 12 smallest dev cases (the most applies a second) instead of 12 spread by size")
+    parser.add_argument("--chat-kind", choices=("chat", "chat-stream"), default="chat",
+                        help="--mixed: the chat clients' requests (chat-stream: streamed, time to first token too)")
     parser.add_argument("--oversized-bytes", type=int, default=3_000_000, help="--mixed: the oversized apply's size")
     parser.add_argument("--server-root", help="start the server from this source tree (e.g. an older commit, unpacked)")
     parser.add_argument("--server-env", action="append", default=[], metavar="K=V", help="environment of the server")
@@ -339,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     mix = [k.strip() for k in args.mix.split(",") if k.strip()]
     if unknown := set(mix) - set(KINDS):
         parser.error(f"unknown kinds in --mix: {', '.join(sorted(unknown))}")
-    cases = load_dev(limit=12) if args.mixed else sorted(load_dev(), key=lambda c: len(c["original"]))[:6]
+    smallest = sorted(load_dev(), key=lambda c: len(c["original"]))
+    cases = (smallest[:12] if args.small_applies else load_dev(limit=12)) if args.mixed else smallest[:6]
 
     proc = None
     url = args.url

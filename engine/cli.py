@@ -1,7 +1,8 @@
 """The `editapply` command line: models, pull, generate, apply, serve, lsp, vllm-command, train-heads.
 
 Exit codes: 0 success, 1 the job ran but its result failed a check (or a write was refused),
-2 bad input or usage (with a one-line reason on stderr).
+2 bad input or usage (with a one-line reason on stderr); `apply --write` also 3: the file changed on
+disk while the apply ran (engine/apply/command.py).
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 def add_apply_parser(sub) -> None:
     p = sub.add_parser("apply", help="merge an edit snippet (or an instruction) into a file; preview the diff or --write it",
                        description="Merge a lazy edit snippet into FILE and show the diff. Exit codes: 0 applied or "
-                       "previewed, 1 validation failed or the write was refused, 2 bad input.")
+                       "previewed, 1 validation failed or the write was refused, 2 bad input, 3 FILE changed on disk while "
+                       "the apply ran (another writer came first; nothing written).")
     p.add_argument("file", metavar="FILE", help="the file to edit")
     p.add_argument("snippet", metavar="SNIPPET", nargs="?", help="file with the edit snippet or a unified diff, or - for stdin; "
                    "leave out for an instruction-only edit")
@@ -224,14 +226,18 @@ def add_vllm_command_parser(sub) -> None:
 def cmd_lsp(args) -> int:
     from lsp_server.server import start
 
-    return start(tcp=args.tcp, log_file=args.log_file, log_level=args.log_level)
+    return start(tcp=args.tcp, log_file=args.log_file, log_level=args.log_level, token_file=args.token_file)
 
 
 def add_lsp_parser(sub) -> None:
     p = sub.add_parser("lsp", help="run the language server (apply, preview and ask from any LSP editor)",
                        description="Run the editapply language server on stdio (or TCP). Settings come from the "
                        "client's initializationOptions; see README.md, 'The language server'.")
-    p.add_argument("--tcp", metavar="HOST:PORT", default=None, help="listen on TCP instead of stdio")
+    p.add_argument("--tcp", metavar="[HOST:]PORT", default=None,
+                   help="listen on TCP instead of stdio, one client at a time (HOST: 127.0.0.1 unless given; another "
+                        "address needs a token)")
+    p.add_argument("--token-file", default=None, help="with --tcp: a file whose first line is the token a client must "
+                   "send as initializationOptions.token (default: EDITAPPLY_LSP_TOKEN; none: no token, loopback only)")
     p.add_argument("--log-file", default=None, help="write logs here (default: stderr)")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(func=cmd_lsp)
@@ -272,12 +278,38 @@ def add_train_heads_parser(sub) -> None:
     p.set_defaults(func=cmd_train_heads)
 
 
+ENGINE_THREAD = "editapply-engine"  # engine/service.py's
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
     except KeyboardInterrupt:
-        return 130
+        code = 130
+    leave_if_engine_busy(code)
+    return code
+
+
+def leave_if_engine_busy(code: int) -> None:
+    """Exit now (`os._exit`, stdio flushed) if an engine thread is still inside a step.
+
+    Ctrl-C during a long step (a prefill of thousands of tokens takes seconds on a CPU) can leave
+    the engine thread running past the shutdown's wait. Python ends such a daemon thread at exit
+    with pthread_exit, which unwinds through torch's C++ frames and aborts the process
+    ("terminate called without an active exception", exit -6). Nothing is left to do by then
+    (the file was not written, the request is cancelled), so the process leaves without
+    finalizing, with the exit code it meant."""
+    import os
+    import threading
+
+    if any(t.name == ENGINE_THREAD and t.is_alive() for t in threading.enumerate()):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 if __name__ == "__main__":

@@ -142,12 +142,15 @@ class EngineService:
         return EngineLoad(waiting=len(self.engine.waiting) + len(self._pending), running=len(self.engine.running),
                           kv_blocks_total=kv.num_blocks, kv_blocks_free=kv.allocator.num_free, steps=self.steps)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        """Stop the engine thread (what runs is cancelled at its next step); whether it stopped
+        within `timeout` s (a long prefill step can outlast it: see `engine.cli.main`)."""
         with self._lock:
             self._stopped = True
             self._lock.notify()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=timeout)
         gc.unfreeze()
+        return not self._thread.is_alive()
 
     # ---- the engine thread -----------------------------------------------------------------
     def _loop(self) -> None:

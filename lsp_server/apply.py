@@ -33,6 +33,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, Plan, apply_edit, prepare
+from engine.apply.text import BOM
 from engine.types import EngineUnavailable
 from lsp_server import documents, errors
 from lsp_server.arguments import parse_args
@@ -62,7 +63,8 @@ def apply_args(command: str, args: dict) -> ApplyArgs:
         raise JsonRpcInvalidParams(f"{command}: mode must be one of {', '.join(MODES)}, got {a['mode']!r}")
     if not (a.get("snippet") or "").strip() and not (a.get("instruction") or "").strip():
         raise JsonRpcInvalidParams(f"{command}: give a snippet, an instruction, or both")
-    return ApplyArgs(a["uri"], a.get("snippet"), a.get("instruction"), a.get("mode"))
+    snippet = a["snippet"].removeprefix(BOM) if a.get("snippet") else a.get("snippet")
+    return ApplyArgs(a["uri"], snippet, a.get("instruction"), a.get("mode"))
 
 
 async def run_pipeline(ls: EditApplyServer, snap: Snapshot, a: ApplyArgs, verb: str) -> ApplyResult:

@@ -7,6 +7,12 @@ folder or among the open documents -- or, when it names none, for the other open
 to `MAX_TARGETS` actions; LSP does not say which document is visible). This is for chat panes that live in
 a buffer: select the answer's code block, or put the cursor in it, and apply it. The snippet is
 passed with its fences, so the pipeline reads the block the way it reads any chat answer.
+
+The name comes from a chat answer, so it is not trusted: a file it names is offered only if,
+with `..` and symlinks resolved, it is a regular file inside a workspace folder (or a document
+open in the editor), and the action's title shows that resolved path relative to its folder
+(`src/app.py`, not the `app.py` a fence wrote as `../../etc/app.py`); an open document outside
+the workspace is shown with its full path.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pygls import uris
 
 from engine.apply.fences import same_file
 from lsp_server.apply import APPLY
-from lsp_server.documents import MAX_DOCUMENT_BYTES
+from lsp_server.documents import MAX_DOCUMENT_BYTES, in_workspace, roots, workspace_relative
 from lsp_server.snippets import fenced_block_at, named_file
 
 if TYPE_CHECKING:
@@ -30,19 +36,28 @@ MAX_TARGETS = 3  # actions offered when the target is not plain (one per candida
 
 def targets(ls: EditApplyServer, here: str, name: str | None) -> list[str]:
     """URIs the snippet may be for: the file it names -- under a workspace folder (or beside this
-    document), else the open documents whose path ends with the name -- else the other open
-    documents."""
-    opened = {uris.to_fs_path(doc.uri): doc.uri for doc in ls.workspace.text_documents.values() if doc.uri != here}
+    document), if it resolves to a regular file inside the workspace or to an open document --,
+    else the open documents whose path ends with the name, else the other open documents."""
+    opened = {os.path.realpath(path): doc.uri for doc in ls.workspace.text_documents.values()
+              if doc.uri != here and (path := uris.to_fs_path(doc.uri))}
+    others = [doc.uri for doc in ls.workspace.text_documents.values() if doc.uri != here]
     if name is None:
-        return list(opened.values())[:MAX_TARGETS]
+        return others[:MAX_TARGETS]
     here_path = uris.to_fs_path(here)
-    folders = [uris.to_fs_path(f.uri) for f in ls.workspace.folders.values()] + [ls.workspace.root_path]
-    folders.append(os.path.dirname(here_path) if here_path else None)
-    for folder in filter(None, folders):
-        candidate = os.path.normpath(os.path.join(folder, name))
-        if candidate in opened or os.path.isfile(candidate):
-            return [opened.get(candidate) or uris.from_fs_path(candidate)]
-    return [uri for path, uri in opened.items() if path and same_file(name, path)][:MAX_TARGETS]
+    for folder in roots(ls) + ([os.path.dirname(os.path.realpath(here_path))] if here_path else []):
+        candidate = os.path.realpath(os.path.join(folder, name))
+        if candidate in opened:
+            return [opened[candidate]]
+        if in_workspace(ls, candidate) and os.path.isfile(candidate):
+            return [uris.from_fs_path(candidate)]
+    return [uri for path, uri in opened.items() if same_file(name, path)][:MAX_TARGETS]
+
+
+def label(ls: EditApplyServer, uri: str) -> str:
+    """How an action names its target: the resolved path relative to its workspace folder, else
+    the full path (an open document elsewhere), else the URI."""
+    path = uris.to_fs_path(uri)
+    return uri if path is None else workspace_relative(ls, path) or os.path.realpath(path)
 
 
 def register(server: EditApplyServer) -> None:
@@ -62,8 +77,7 @@ def register(server: EditApplyServer) -> None:
         name = named_file(snippet)
         actions = []
         for uri in targets(ls, document.uri, name):
-            label = os.path.basename(uris.to_fs_path(uri) or uri)
-            title = f"Apply this snippet to {label}"
+            title = f"Apply this snippet to {label(ls, uri)}"
             actions.append(types.CodeAction(
                 title=title, kind=types.CodeActionKind.RefactorRewrite,
                 command=types.Command(title=title, command=APPLY, arguments=[{"uri": uri, "snippet": snippet}])))

@@ -5,9 +5,14 @@ for full sync, so each change carries the whole text and the server's copy is ex
 editor's, version included. A command reads a `Snapshot`:
 
 * an open document: its text and version as the editor holds them (unsaved edits included);
-* a `file:` URI that is not open: the file on disk (the bytes are kept, to notice a change);
+* a `file:` URI that is not open: the file on disk (the bytes are kept, to notice a change), if it
+  is a regular file inside a workspace folder once symlinks are resolved (`in_workspace`). The
+  server reads files for whoever talks to it: a command naming `file:///etc/passwd`, or a path
+  that climbs out with `..` or a symlink, must not make it read them; a FIFO or a device would
+  hang it or fill its memory, so the file is opened without blocking and checked first;
 * refused with a one-line reason (`ApplyError`): a binary or invalid UTF-8 file, a document over
-  `MAX_DOCUMENT_BYTES`, a URI that is neither open nor a readable file.
+  `MAX_DOCUMENT_BYTES`, a file outside the workspace or not a regular file, a URI that is neither
+  open nor a readable file.
 
 An apply `claim`s its document for as long as it runs (a second apply there is refused: `busy`).
 A change to that document (`didChange`: the user typed while the model wrote) or its closing
@@ -27,8 +32,8 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls import uris
 
-from engine.apply.errors import ApplyError
-from engine.apply.files import decode_source
+from engine.apply.errors import ApplyError, InputTooLargeError
+from engine.apply.files import read_source
 from engine.apply.languages import detect_language, resolve_language
 from lsp_server import errors
 
@@ -93,8 +98,8 @@ def snapshot(ls: EditApplyServer, uri: str) -> Snapshot:
     else:
         if fs_path is None:
             raise ApplyError(f"{uri} is not open in the editor and is not a file")
-        data = _read(fs_path, uri)
-        text, disk = decode_source(data, path or uri), data
+        source = _read(ls, fs_path, uri)
+        text, disk = source.text, source.data
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_DOCUMENT_BYTES:
         raise ApplyError(f"{path or uri} is too large to apply an edit to ({size:,} bytes; the limit is "
@@ -120,7 +125,7 @@ def check_unchanged(ls: EditApplyServer, snap: Snapshot) -> None:
         raise errors.CommandFailed(errors.STALE, f"{name} was opened in the editor while the apply ran; nothing was "
                                    "applied: run it again")
     try:
-        now = _read(uris.to_fs_path(snap.uri), snap.uri)
+        now = _read(ls, uris.to_fs_path(snap.uri), snap.uri).data
     except ApplyError as exc:
         raise errors.CommandFailed(errors.STALE, f"{exc}; nothing was applied") from None
     if now != snap.disk:
@@ -128,27 +133,44 @@ def check_unchanged(ls: EditApplyServer, snap: Snapshot) -> None:
                                    "run it again")
 
 
-def _read(fs_path: str, uri: str) -> bytes:
+def _read(ls: EditApplyServer, fs_path: str, uri: str):
+    """The file behind `uri` (a `files.Source`): inside the workspace, a regular file, not too large."""
+    if not in_workspace(ls, fs_path):
+        folders = roots(ls)
+        where = f"outside the workspace folders ({', '.join(folders)})" if folders else "not open, and the editor gave no workspace folder"
+        raise ApplyError(f"{uri} is {where}: the server reads only files in the workspace, or documents open in the "
+                         "editor")
+    if not os.path.exists(fs_path):
+        raise ApplyError(f"{uri} is not open in the editor and does not exist on disk")
     try:
-        if os.path.getsize(fs_path) > MAX_DOCUMENT_BYTES:
-            raise ApplyError(f"{uri} is too large to apply an edit to (over {MAX_DOCUMENT_BYTES:,} bytes)")
-        with open(fs_path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise ApplyError(f"{uri} is not open in the editor and does not exist on disk") from None
-    except IsADirectoryError:
-        raise ApplyError(f"{uri} is a directory") from None
-    except OSError as exc:
-        raise ApplyError(f"cannot read {uri}: {exc.strerror or exc}") from None
+        return read_source(fs_path, uri, max_bytes=MAX_DOCUMENT_BYTES)
+    except InputTooLargeError:
+        raise ApplyError(f"{uri} is too large to apply an edit to (over {MAX_DOCUMENT_BYTES:,} bytes)") from None
+
+
+def roots(ls: EditApplyServer) -> list[str]:
+    """The workspace folders (and the root the client gave), symlinks resolved."""
+    found = [uris.to_fs_path(f.uri) for f in ls.workspace.folders.values()] + [ls.workspace.root_path]
+    return list(dict.fromkeys(os.path.realpath(r) for r in found if r))
+
+
+def workspace_relative(ls: EditApplyServer, fs_path: str) -> str | None:
+    """`fs_path`, symlinks and `..` resolved, relative to the workspace folder it lies in; None
+    when it lies in none."""
+    real = os.path.realpath(fs_path)
+    for root in roots(ls):
+        if os.path.commonpath([real, root]) == root:
+            return os.path.relpath(real, root)
+    return None
+
+
+def in_workspace(ls: EditApplyServer, fs_path: str) -> bool:
+    return workspace_relative(ls, fs_path) is not None
 
 
 def _relative(ls: EditApplyServer, fs_path: str) -> str:
-    roots = [uris.to_fs_path(f.uri) for f in ls.workspace.folders.values()] + [ls.workspace.root_path]
-    for root in filter(None, roots):
-        rel = os.path.relpath(fs_path, root)
-        if not rel.startswith(os.pardir + os.sep) and rel != os.pardir:
-            return rel
-    return os.path.basename(fs_path)
+    """The label of a document: its path in the workspace, else its file name."""
+    return workspace_relative(ls, fs_path) or os.path.basename(fs_path)
 
 
 def register(server: EditApplyServer) -> None:

@@ -9,7 +9,10 @@ One feature a module, each registering its handlers on the server `build_server`
 * code_actions.py: `textDocument/codeAction` ("Apply this snippet to FILE");
 * progress.py: work-done progress for model runs; engine.py: the local or remote engine;
 * without pygls, unit-tested alone: textedits.py (minimal line edits), snippets.py (fenced
-  blocks), settings.py (parsing); arguments.py and errors.py: how commands check and fail.
+  blocks), settings.py (parsing), framing.py (the base protocol's headers, read defensively);
+  arguments.py and errors.py: how commands check and fail;
+* transport.py: stdio and TCP (loopback unless told otherwise, a token, one client), each
+  message checked before pygls sees it.
 
 State kept here: the settings (settings.py; `initialize` and `workspace/didChangeConfiguration`),
 the engine client they select (created on first use, replaced when the engine settings change),
@@ -162,24 +165,77 @@ def build_server() -> EditApplyServer:
     return server
 
 
-def start(tcp: str | None = None, log_file: str | None = None, log_level: str = "warning") -> int:
-    """Run the server on stdio (the default) or on TCP at `tcp` ("HOST:PORT"); returns an exit code.
+TOKEN_ENV = "EDITAPPLY_LSP_TOKEN"
+DEFAULT_HOST = "127.0.0.1"
+
+
+def start(tcp: str | None = None, log_file: str | None = None, log_level: str = "warning",
+          token_file: str | None = None) -> int:
+    """Run the server on stdio (the default) or on TCP at `tcp` ("[HOST:]PORT"); returns an exit code.
 
     On stdio, stdout is the protocol channel: anything else printing to it would corrupt the
-    stream, so `sys.stdout` is pointed at stderr once pygls holds the real one. Logs go to stderr
-    or `log_file`."""
+    stream, so `sys.stdout` is pointed at stderr once the transport holds the real one. Logs go
+    to stderr or `log_file`. TCP binds 127.0.0.1 unless HOST says otherwise, and another address
+    needs a token (transport.py says why and how it is checked)."""
     import sys
+
+    from engine.hosts import is_loopback
+    from lsp_server import transport
 
     logging.basicConfig(filename=log_file, level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if tcp is not None:
-        host, _, port = tcp.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            print(f"editapply: --tcp wants HOST:PORT, got {tcp!r}", file=sys.stderr)
-            return 2
-        build_server().start_tcp(host, int(port))
+    if tcp is None:
+        stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+        sys.stdout = sys.stderr
+        transport.serve_stdio(build_server(), stdin, stdout)
         return 0
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr
-    build_server().start_io(stdin, stdout)
+    try:
+        host, port = parse_tcp(tcp)
+        token = read_token(token_file)
+    except ValueError as exc:
+        print(f"editapply: {exc}", file=sys.stderr)
+        return 2
+    local = is_loopback(host)
+    if not local and token is None:
+        print(f"editapply: refusing to serve the language server on {host}: whoever reaches it can read and apply "
+              f"edits to the files of your workspace. Set a token ({TOKEN_ENV} or --token-file; clients send it as "
+              f"initializationOptions.token), or bind {DEFAULT_HOST}", file=sys.stderr)
+        return 2
+    if token is None:
+        print(f"editapply: warning: the language server on {host}:{port} has no token: any local user can connect and "
+              f"read the files of your workspace through it (set {TOKEN_ENV} or --token-file)", file=sys.stderr)
+    elif not local:
+        print(f"editapply: warning: serving the language server on {host}: the connection is not encrypted (the token "
+              "and your files cross the network in clear); prefer an SSH tunnel to 127.0.0.1", file=sys.stderr)
+
+    def listening(address) -> None:
+        print(f"editapply: language server listening on {address[0]}:{address[1]} "
+              f"({'token required' if token else 'no token'}; one client)", file=sys.stderr, flush=True)
+
+    transport.serve_tcp(build_server(), host, port, token, on_listening=listening)
     return 0
+
+
+def parse_tcp(spec: str) -> tuple[str, int]:
+    """"PORT", "HOST:PORT" or "[V6]:PORT" -> (host, port); ValueError with the reason."""
+    host, _, port = spec.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]") or DEFAULT_HOST
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"--tcp wants [HOST:]PORT, got {spec!r}")
+    return host, int(port)
+
+
+def read_token(token_file: str | None) -> str | None:
+    """The TCP token: the first line of `token_file`, else EDITAPPLY_LSP_TOKEN, else None."""
+    import os
+
+    if token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.readline().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the token file {token_file}: {getattr(exc, 'strerror', None) or exc}") from None
+        if not token:
+            raise ValueError(f"the token file {token_file} is empty")
+        return token
+    return os.environ.get(TOKEN_ENV, "").strip() or None

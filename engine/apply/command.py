@@ -11,7 +11,10 @@ before any work; `--force` does not override permissions), or when it changed on
 must fit the model's context, checked from the tokenizer before the merge or the model runs.
 
 Exit codes: 0 applied or previewed; 1 validation failed, or the write was refused or failed (a
-one-line reason); 2 bad input. On every failure the file is left as it was.
+one-line reason; also when the diff cannot be printed: stdout on a full disk or a closed pipe);
+2 bad input; 3 the file changed on disk while the apply ran -- another writer (a second `--write`,
+an editor) got there first, and its edit is kept: run the apply again. On every failure the file
+is left as it was.
 """
 
 from __future__ import annotations
@@ -26,16 +29,18 @@ from rich.text import Text
 
 from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, EmptySnippetError
-from engine.apply.files import WriteError, check_writable, decode_source, read_source, write_source
+from engine.apply.files import (FileChangedError, WriteError, check_writable, decode_source, read_bounded, read_source,
+                                read_stream, write_source)
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Progress, apply_edit, prepare
+from engine.apply.text import BOM
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"), ("\\", "dim"))
 
 
 def run_apply(args, err: Console) -> int:
     try:
-        source = read_source(args.file)
+        source = read_source(args.file, max_bytes=limits.LIMITS.max_bytes)
         snippet = _read_snippet(args.snippet)
         req = ApplyRequest(source.text, snippet, args.instruction, args.language, args.file, _mode(args),
                            args.prompt_form, args.max_tokens, reading=args.reading)
@@ -53,12 +58,30 @@ def run_apply(args, err: Console) -> int:
         return _fail(err, exc, EXIT_BAD_INPUT)
     except (RuntimeError, WriteError) as exc:  # the engine or the server failed; the file is read-only
         return _fail(err, exc, EXIT_FAILED)
-    if args.json:
-        sys.stdout.write(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) + "\n")
-    else:
-        _print_diff(result.diff)
+    try:
+        if args.json:
+            sys.stdout.write(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        else:
+            _print_diff(result.diff)
+    except OSError as exc:  # stdout on a full disk (/dev/full), a closed pipe
+        _silence_stdout()
+        nothing = f"; {args.file} not written" if args.write else ""
+        return _fail(err, OSError(f"cannot print the result to stdout ({exc.strerror or exc}){nothing}"), EXIT_FAILED)
+    if not args.json:
         _print_summary(err, result)
     return _finish(args, err, source, result)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what could not be
+    written does not fail again on the way out (a traceback-like 'Exception ignored')."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _fail(err: Console, exc: Exception, code: int) -> int:
@@ -77,7 +100,12 @@ def _read_snippet(arg: str | None) -> str | None:
     """The snippet text; None when no SNIPPET was given. A given but empty snippet is bad input."""
     if arg is None:
         return None
-    text = decode_source(sys.stdin.buffer.read(), "the snippet (stdin)") if arg == "-" else read_source(arg, f"snippet {arg}").text
+    max_bytes = limits.LIMITS.max_bytes
+    if arg == "-":
+        text = decode_source(read_bounded(sys.stdin.buffer, "the snippet (stdin)", max_bytes), "the snippet (stdin)")
+    else:
+        text = read_stream(arg, f"snippet {arg}", max_bytes)
+    text = text.removeprefix(BOM)  # a snippet saved by a Windows tool; a diff after it must still read as one
     if not text.strip():
         raise EmptySnippetError()
     return text
@@ -208,6 +236,9 @@ def _finish(args, err: Console, source, result: ApplyResult) -> int:
         return EXIT_OK
     try:
         how = write_source(source, result.merged_code)
+    except FileChangedError as exc:
+        say(f"editapply: {exc}", "bold red")
+        return EXIT_CHANGED
     except WriteError as exc:
         say(f"editapply: {exc}", "bold red")
         return EXIT_FAILED

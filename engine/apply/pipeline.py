@@ -233,7 +233,7 @@ def prepare(req: ApplyRequest) -> Plan:
             return Plan(req, language, "snippet", "deterministic", f"reading {req.reading} of {len(found.readings)}, "
                         f"as asked: {chosen.label}", chosen.text, chosen.merge.status, chosen.merge.confidence,
                         chosen.merge, chosen.merge.problems, chosen.validation)
-    if req.mode == "deterministic" and result.status == "unmatched":
+    if req.mode == "deterministic" and _matches_nowhere(result):
         raise NoMatchError("; ".join(p.reason for p in result.problems if p.severity == "error"))
     why = f"merge {result.status}, confidence {result.confidence:.2f}" + (
         f", {len(found.readings)} readings" if found.ambiguous else
@@ -243,6 +243,14 @@ def prepare(req: ApplyRequest) -> Plan:
         path = "rank"
     return Plan(req, language, "snippet", path, reason, result.text, result.status, result.confidence,
                 result, result.problems, check, readings=found.readings)
+
+
+def _matches_nowhere(result) -> bool:
+    """No line of the snippet occurs in the file: every segment unmatched, or placed only as an
+    insert at an open file edge that nothing anchors (one segment or several: the same answer)."""
+    names = [p.name for p in result.problems]
+    return result.status == "unmatched" or (
+        result.status == "partial" and names.count("unmatched") + names.count("unanchored_insert") == len(result.segments))
 
 
 def _plan_diff(req: ApplyRequest, language: str) -> Plan:

@@ -25,7 +25,7 @@ from engine.apply.errors import EmptySnippetError, MarkerOnlySnippetError
 from engine.apply.fences import excerpts
 from engine.apply.languages import language_spec, resolve_language
 from engine.apply.markers import find_markers
-from engine.apply.text import split_lines
+from engine.apply.text import BOM, split_lines
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ def parse_snippet(text: str, language: str | None = None, *, original: str | Non
     Raises `EmptySnippetError` for a snippet with no code and `MarkerOnlySnippetError` for one
     whose only lines are elision markers.
     """
+    text = text.removeprefix(BOM)  # else the first marker line reads as code
     if not text.strip():
         raise EmptySnippetError()
     language = resolve_language(language) or language

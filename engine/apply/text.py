@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from difflib import Match, SequenceMatcher
 
 LF, CRLF = "\n", "\r\n"
+# A UTF-8 byte order mark (Windows tools and some clipboards start text with it): not code. A
+# snippet's is dropped where the snippet comes in; a file's is kept, as every other byte of it.
+BOM = "\ufeff"
 LONG = 4000  # lines, see line_matcher
 
 

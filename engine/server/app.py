@@ -2,8 +2,9 @@
 
 Routes, one module per group: `apply` (/v1/apply), `chat` (/v1/chat/completions), `rag`
 (/v1/rag), `system` (/health, /v1/models, /metrics). Middleware, outermost first:
-`RequestMetrics` (counts every response, errors included), `BearerAuth` (before anything is
-read), `BodyGuard` (size, content type, UTF-8). Errors are OpenAI-shaped everywhere (`errors.py`).
+`RequestMetrics` (counts every response, errors included), `AnswerCancelled` (a request cut by a
+stopping server still answers in JSON), `BearerAuth` (before anything is read), `BodyGuard`
+(size, content type, UTF-8). Errors are OpenAI-shaped everywhere (`errors.py`).
 The engine runs in its own thread (`EngineService`); handlers only await its streams, merges run
 in worker processes (`workers.py`), and the rest of the CPU work (templating, tokenizing) in the
 thread pool, so neither the event loop nor the engine waits on them. The app's shutdown stops the
@@ -17,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from engine.server import apply, chat, errors, rag, system
+from engine.server import apply, chat, errors, events, rag, system
 from engine.server.auth import BearerAuth
 from engine.server.limits import BodyGuard
 from engine.server.metrics import Metrics, RequestMetrics
@@ -45,9 +46,10 @@ def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
     for module in (apply, chat, rag, system):
         app.include_router(module.router)
     errors.install(app)
-    paths = frozenset(r.path for r in app.routes if "{" not in getattr(r, "path", "{"))
+    paths = tuple(route.path for module in (apply, chat, rag, system) for route in module.router.routes)
     app.add_middleware(BodyGuard, settings=settings)
     app.add_middleware(BearerAuth, settings=settings)
+    app.add_middleware(errors.AnswerCancelled)
     app.add_middleware(RequestMetrics, metrics=state.metrics, paths=paths)
     app.openapi = lambda: _openapi(app, state)
     return app
@@ -56,6 +58,16 @@ def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
 def close_app(app: FastAPI) -> None:
     """Stop what the app started besides the engine (the merge workers)."""
     app.state.editapply.merges.close()
+
+
+def _add_event_schemas(schema: dict) -> None:
+    """The SSE event models (events.py) into `components.schemas`, where `x-events` refers."""
+    from pydantic.json_schema import models_json_schema
+
+    models = {m for group in (events.APPLY_EVENTS, events.RAG_EVENTS, events.CHAT_EVENTS) for m in group}
+    _, defs = models_json_schema([(m, "serialization") for m in sorted(models, key=lambda m: m.__name__)],
+                                 ref_template="#/components/schemas/{model}")
+    schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
 
 
 def _openapi(app: FastAPI, state: ServerState) -> dict:
@@ -68,6 +80,7 @@ def _openapi(app: FastAPI, state: ServerState) -> dict:
         app.openapi_schema = get_openapi(title=app.title, version=app.version, description=app.description,
                                          routes=app.routes)
     schema = app.openapi_schema
+    _add_event_schemas(schema)
     for model in schema.get("components", {}).get("schemas", {}).values():
         for name, prop in model.get("properties", {}).items():
             for option in prop.get("anyOf", [prop]):

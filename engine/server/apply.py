@@ -23,17 +23,20 @@ from collections.abc import AsyncIterator
 
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
+from fastapi.responses import Response
 
 from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
 from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
+from engine.apply.text import BOM
 from engine.types import EngineUnavailable, GenerationStats, RequestError
-from engine.server.errors import APIError, unavailable
+from engine.server.events import APPLY_EVENTS
+from engine.server.errors import APIError, shutting_down, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
 from engine.server.state import ServerState, get_state, offload
-from engine.server.workers import plan_apply
+from engine.server.workers import Served, plan_apply
 
 ROUTE = "/v1/apply"
 router = APIRouter()
@@ -70,18 +73,25 @@ class ApplyRun:
         self.cancel_event = threading.Event()
         self.plan = self.job = None
         self.result: ApplyResult | None = None
+        self.body: bytes | None = None  # the result's JSON, when the merge pool served it whole
         self.disconnected = False
+        self.stopped = False  # by the server's shutdown (ServerState.drain)
+
+    def stop_for_shutdown(self) -> None:
+        self.stopped = True
+        self.cancel()
 
     async def prepare(self) -> None:
         """Check the input and the context (raises APIError); no generation yet. A request the
         model need not serve is answered here (`result`)."""
         try:
+            self.state.check_open()
             limits.check(self.req)  # sizes: before a worker is asked (prepare checks again, for other callers)
             if self.req.mode == "model":
                 await offload(limits.check_context, self.req, self.state.tokenizer, self.state.context_limit)
             outcome = await self.state.merges.run(plan_apply, self.req)
-            if isinstance(outcome, ApplyResult):
-                self.result = outcome
+            if isinstance(outcome, Served):
+                self.result, self.body = outcome.result, outcome.body
                 return
             self.plan = outcome
             self.state.check_capacity()
@@ -98,7 +108,7 @@ class ApplyRun:
     async def deltas(self) -> AsyncIterator[str]:
         """The model's output as it is written; `result` is set when this ends."""
         if self.result is not None:  # served by the merge pool
-            self._record()
+            self.record()
             return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
@@ -112,6 +122,7 @@ class ApplyRun:
 
         task = asyncio.ensure_future(offload(work))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when abandoned
+        self.state.running.add(self)
         try:
             while (text := await queue.get()) is not _DONE:
                 if text:
@@ -121,15 +132,18 @@ class ApplyRun:
             except (ApplyError, RequestError) as exc:
                 raise apply_error(exc) from None
             except ApplyCancelled:
+                if self.stopped:
+                    raise shutting_down(self.state.settings.retry_after_s) from None
                 self.disconnected = True
             except EngineUnavailable as exc:
                 raise unavailable(exc, self.state.settings.retry_after_s) from None
             except RuntimeError as exc:
                 raise APIError(500, f"the apply failed: {exc}") from None
         finally:
+            self.state.running.discard(self)
             if self.result is None:
                 self.cancel()
-            self._record()
+            self.record()
 
     async def run(self, http: HTTPRequest) -> ApplyResult | None:
         """The result (non-streaming), cancelling the work if the client hangs up."""
@@ -147,9 +161,10 @@ class ApplyRun:
         if self.engine.handle is not None:
             self.state.service.cancel(self.engine.handle)
 
-    def _record(self) -> None:
+    def record(self) -> None:
         if self.result is None:
-            self.state.metrics.observe_generation(self.route, None, "disconnect" if self.disconnected else "error")
+            reason = "shutdown" if self.stopped else "disconnect" if self.disconnected else "error"
+            self.state.metrics.observe_generation(self.route, None, reason)
             return
         stats = self.result.stats
         self.state.metrics.observe_generation(self.route, engine_stats(self.result),
@@ -180,19 +195,23 @@ def apply_error(exc: Exception) -> APIError:
 def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
     state.check_tokens_limit(body.max_tokens)
     try:
-        return ApplyRequest(initial_code=body.initial_code, edit_snippet=body.edit_snippet, instruction=body.instruction,
+        snippet = body.edit_snippet.removeprefix(BOM) if body.edit_snippet else body.edit_snippet
+        return ApplyRequest(initial_code=body.initial_code, edit_snippet=snippet, instruction=body.instruction,
                             language=body.language, path=body.path, mode=body.mode, prompt_form=body.prompt_form,
                             max_tokens=body.max_tokens, use_prediction=body.use_prediction, reading=body.reading)
     except ApplyError as exc:
         raise apply_error(exc) from None
 
 
-@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS)}, summary="Merge an edit snippet into a file")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS, APPLY_EVENTS)}, summary="Merge an edit snippet into a file")
 async def apply(body: ApplyRequestBody, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
     run = ApplyRun(state, build_request(body, state))
     await run.prepare()
+    if run.body is not None and not body.stream:  # served by the merge pool, encoded there
+        run.record()
+        return Response(run.body, media_type="application/json")
     if not body.stream:
         result = await run.run(http)
         return result.as_dict() if result is not None else None  # None: nobody is listening

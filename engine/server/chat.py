@@ -3,7 +3,9 @@
 Supported: messages (text content, or lists of text parts), model, temperature, top_p, top_k (an
 extension), max_tokens / max_completion_tokens (default: `EDITAPPLY_DEFAULT_MAX_TOKENS`, 1024, at
 most the rest of the context), stop (the text is cut before the first stop
-string, as OpenAI does), seed, stream with stream_options.include_usage, and predicted outputs:
+string, as OpenAI does), seed, stream with stream_options.include_usage, tools with tool_choice
+`none` or `auto` (answered with text: this server makes no tool calls, so the schema refuses
+`required` and named functions, as it refuses `logprobs: true`), and predicted outputs:
 `prediction: {type: "content", content}` is the lookup drafter's first source, and
 `usage.completion_tokens_details.{accepted,rejected}_prediction_tokens` count the draft tokens
 verification accepted and rejected. Each answer also carries `stats` (steps, tokens per step...).
@@ -25,8 +27,10 @@ from jinja2.exceptions import TemplateError
 
 from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
+from engine.apply.text import BOM
 from engine.types import Request, SamplingParams
 from engine.server.apply import ApplyRun, apply_error, engine_stats
+from engine.server.events import CHAT_EVENTS
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse_events, stops_of, usage
 from engine.server.schemas import ERRORS, ChatCompletionRequest, streamed
@@ -55,12 +59,10 @@ def _prompt(tokenizer, messages: list[dict], prediction: str | None) -> tuple[li
     return ids, ({"prediction": tokenizer.encode(prediction)} if prediction else {})
 
 
-@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS)}, summary="OpenAI-compatible chat completion")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS, CHAT_EVENTS)}, summary="OpenAI-compatible chat completion")
 async def chat_completions(body: ChatCompletionRequest, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
-    if body.logprobs:
-        raise APIError(400, "logprobs are not supported by this server", param="logprobs")
     last = body.messages[-1]
     if last.role == "user" and (form := APPLY_FORM.match(text_of(last.content))):
         return await _chat_apply(state, body, http, form)
@@ -121,7 +123,7 @@ def _stream(reply: Reply, gen: Generation, include_usage: bool):
         return final + ([reply.usage_chunk(usage(gen.stats))] if include_usage else [])
 
     return sse_events(gen.deltas(), lambda text: reply.chunk({"content": text}), end, APIError.body,
-                      start=(reply.chunk({"role": "assistant", "content": ""}),), done_after_error=False)
+                      start=(reply.chunk({"role": "assistant", "content": ""}),))
 
 
 def _requested_tokens(body: ChatCompletionRequest) -> tuple[int | None, str]:
@@ -136,7 +138,7 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     max_tokens, param = _requested_tokens(body)
     state.check_tokens_limit(max_tokens, param)
     try:
-        req = ApplyRequest(initial_code=code, edit_snippet=form["update"].removeprefix("\n"),
+        req = ApplyRequest(initial_code=code, edit_snippet=form["update"].removeprefix("\n").removeprefix(BOM),
                            instruction=(form["instruction"] or "").strip() or None, max_tokens=max_tokens)
     except ApplyError as exc:
         raise apply_error(exc) from None
@@ -162,4 +164,4 @@ def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
         return final + ([reply.usage_chunk(usage(engine_stats(run.result)))] if include_usage else [])
 
     return sse_events(run.deltas(), lambda text: None, end, APIError.body,
-                      start=(reply.chunk({"role": "assistant", "content": ""}),), done_after_error=False)
+                      start=(reply.chunk({"role": "assistant", "content": ""}),))

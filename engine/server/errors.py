@@ -5,12 +5,16 @@ anything unexpected are turned into the same shape by the handlers `install` reg
 
 * malformed JSON -> 400 `invalid_json`; a field that fails validation -> 422 naming the field,
   what it should be and what it got; unknown route -> 404; wrong method -> 405;
-* anything else -> 500 `internal_error` (a bug: the message says so, the traceback goes to the log).
+* anything else -> 500 `internal_error` (a bug: the message says so, the traceback goes to the log);
+* a request whose task is cancelled before it answered (uvicorn's graceful shutdown timed out)
+  -> 503 `shutting_down` (`AnswerCancelled`), where uvicorn would send `500 text/plain`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from contextlib import suppress
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,6 +26,7 @@ log = logging.getLogger("editapply.server")
 TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
          405: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
          422: "invalid_request_error", 500: "server_error", 503: "server_error"}
+BODY_RULES = ("empty_snippet",)  # schemas.py's rules over a whole body: their type is their code
 CODES = {400: "bad_request", 401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed",
          413: "request_too_large", 415: "unsupported_media_type", 422: "invalid_value",
          500: "internal_error", 503: "overloaded"}
@@ -54,6 +59,12 @@ def unavailable(exc: Exception, retry_after_s: int = 2) -> APIError:
                     headers={"Retry-After": str(retry_after_s)})
 
 
+def shutting_down(retry_after_s: int = 2) -> APIError:
+    """503 for a request the server could not finish because it is stopping (state.py, `drain`)."""
+    return APIError(503, "the server is shutting down; this request was not finished (retry it: on another server, or "
+                         "on this one once it is back)", code="shutting_down", headers={"Retry-After": str(retry_after_s)})
+
+
 def validation_error(exc: RequestValidationError) -> APIError:
     """FastAPI's list of pydantic errors -> one APIError saying which field, what and why."""
     errors = exc.errors()
@@ -69,15 +80,19 @@ def validation_error(exc: RequestValidationError) -> APIError:
             continue  # a union's other members failing too says nothing new
         params.append(param)
         if param is None:
-            messages.append(f"the request body must be a JSON object ({_shorten(e.get('msg', ''))})")
+            if e.get("type") in BODY_RULES:  # a rule over several fields (schemas.py)
+                messages.append(e.get("msg", "invalid"))
+            else:
+                messages.append(f"the request body must be a JSON object ({_shorten(e.get('msg', ''))})")
             continue
         got = "" if e.get("type") == "missing" else f" (got {_shorten(repr(e.get('input')))})"
         messages.append(f"{param}: {_lower_first(e.get('msg', 'invalid'))}{got}")
     more = f"; and {len(messages) - 5} more" if len(messages) > 5 else ""
     messages = messages[:5]
     params = [p for p in params if p is not None]
-    return APIError(422, "; ".join(messages) + more, param=params[0] if params else None,
-                    code="missing_field" if errors and errors[0].get("type") == "missing" else "invalid_value")
+    first = errors[0].get("type") if errors else None
+    code = "missing_field" if first == "missing" else first if first in BODY_RULES else "invalid_value"
+    return APIError(422, "; ".join(messages) + more, param=params[0] if params else None, code=code)
 
 
 def field_path(loc) -> str | None:
@@ -124,3 +139,30 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return APIError(500, f"internal error ({type(exc).__name__}); this is a bug in editapply").response()
+
+
+class AnswerCancelled:
+    """ASGI middleware: a request task cancelled before it sent a response answers 503
+    `shutting_down` in the JSON shape (then the cancellation goes on). Only a stopping server
+    cancels request tasks (a client that leaves is a disconnect message, not a cancel)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracked(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not started:
+                with suppress(Exception):
+                    await shutting_down().response()(scope, receive, send)
+            raise

@@ -18,7 +18,7 @@ from contextlib import aclosing
 from fastapi import Request as HTTPRequest
 from starlette.responses import StreamingResponse
 
-from engine.server.errors import APIError, unavailable
+from engine.server.errors import APIError, shutting_down, unavailable
 from engine.types import EngineUnavailable, GenerationStats
 
 
@@ -70,11 +70,17 @@ class Generation:
         self.error: str | None = None
         self.finished = False
         self.disconnected = False
+        self.stopped = False  # by the server's shutdown (ServerState.drain)
         self._recorded = False
+
+    def stop_for_shutdown(self) -> None:
+        self.stopped = True
+        self.state.service.cancel(self.handle)
 
     async def deltas(self) -> AsyncIterator[str]:
         """Text deltas until the request finishes; then `finish_reason`, `stats` and `error` are set."""
         service = self.state.service
+        self.state.running.add(self)
         try:
             async for event in service.astream(self.handle):
                 text = self.trim.push(event.text)
@@ -96,10 +102,15 @@ class Generation:
             self.finish_reason, self.error, self.finished = "error", str(exc), True
             raise unavailable(exc, self.state.settings.retry_after_s) from None
         finally:
+            self.state.running.discard(self)
+            if self.stopped and self.finish_reason == "cancelled":
+                self.finish_reason = "shutdown"
             if not self.finished:
                 service.cancel(self.handle)
                 self.disconnected = True
             self._record()
+        if self.finish_reason == "shutdown":
+            raise shutting_down(self.state.settings.retry_after_s)
         self.raise_for_error()
 
     async def text(self, http: HTTPRequest) -> str:
@@ -174,12 +185,12 @@ def sse(payload: dict | str) -> str:
 
 async def sse_events(deltas: AsyncIterator[str], on_delta: Callable[[str], dict | None],
                      on_end: Callable[[], list[dict] | None], on_error: Callable[[APIError], dict],
-                     start: tuple[dict, ...] = (), done_after_error: bool = True) -> AsyncIterator[str]:
+                     start: tuple[dict, ...] = ()) -> AsyncIterator[str]:
     """The one SSE loop of every streamed route: `start` events, then an event per text delta
     (`on_delta`; None sends nothing), then `on_end()`'s events and `[DONE]` -- or, should the
-    generation fail, `on_error(exc)` (and `[DONE]` when `done_after_error`). `on_end` returning
-    None ends the stream without `[DONE]` (nobody is listening any more). Closing the stream
-    closes `deltas`, which cancels the generation."""
+    generation fail (the server shutting down included), `on_error(exc)` and `[DONE]`. `on_end`
+    returning None ends the stream without `[DONE]` (nobody is listening any more). Closing the
+    stream closes `deltas`, which cancels the generation."""
     for event in start:
         yield sse(event)
     try:
@@ -189,8 +200,7 @@ async def sse_events(deltas: AsyncIterator[str], on_delta: Callable[[str], dict 
                     yield sse(event)
     except APIError as exc:
         yield sse(on_error(exc))
-        if done_after_error:
-            yield sse("[DONE]")
+        yield sse("[DONE]")
         return
     end = on_end()
     if end is None:

@@ -2,7 +2,10 @@
 
 Request side, counted by the ASGI middleware `RequestMetrics` for every response:
   editapply_http_requests_total{route, method, status}, editapply_http_request_duration_seconds{route}
-  (until the last byte, so a stream counts whole).
+  (until the last byte, so a stream counts whole). `route` is the route's template, for the
+  responses sent before routing too (401, 413, 415: matched against the templates here); only a
+  path no route has is "unmatched". A client that left before any response (mid-body) is status
+  "499" (nginx's "client closed request"), not a 500.
 Generation side, observed when a request finishes (`Metrics.observe_generation`):
   editapply_prompt_tokens_total / editapply_generated_tokens_total{route},
   editapply_draft_tokens_total / editapply_accepted_draft_tokens_total{route},
@@ -17,12 +20,17 @@ Merge pool, read from `merges.load()`: editapply_merge_workers, editapply_merges
 
 from __future__ import annotations
 
+import re
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from starlette.routing import compile_path
+
 from engine.types import GenerationStats
+
+CLIENT_LEFT = "499"
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300)
 STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 15, 16, 24, 32, 48, 64)
@@ -94,16 +102,24 @@ class EngineCollector:
 class RequestMetrics:
     """ASGI middleware: count every response by route template and status, and time it."""
 
-    def __init__(self, app, metrics: Metrics, paths: frozenset[str] = frozenset()):
+    def __init__(self, app, metrics: Metrics, paths: tuple[str, ...] = ()):
         self.app = app
         self.metrics = metrics
-        self.paths = paths  # the app's fixed route paths, for responses sent before routing (401, 413)
+        # The app's route templates, for responses sent before routing (401, 413, 415).
+        self.templates: list[tuple[re.Pattern, str]] = [(compile_path(p)[0], p) for p in paths]
+
+    def route_of(self, scope) -> str:
+        # The router leaves the matched route in the scope; unknown paths share one label.
+        route = getattr(scope.get("route"), "path", None)
+        if route is not None:
+            return route
+        return next((path for regex, path in self.templates if regex.match(scope["path"])), "unmatched")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         start = time.perf_counter()
-        status = 500
+        status: int | None = None
 
         async def send_status(message):
             nonlocal status
@@ -113,10 +129,12 @@ class RequestMetrics:
 
         try:
             await self.app(scope, receive, send_status)
+        except BaseException:
+            status = status or 500  # uvicorn answers an exception that escapes with a 500
+            raise
         finally:
-            # The router leaves the matched route in the scope; unknown paths share one label.
-            route = getattr(scope.get("route"), "path", None)
-            if route is None:
-                route = scope["path"] if scope["path"] in self.paths else "unmatched"
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            # No response and no exception: the client left before one could be sent.
+            label = CLIENT_LEFT if status is None else str(status)
+            route = self.route_of(scope)
+            self.metrics.requests.labels(route, scope["method"], label).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)

@@ -7,8 +7,8 @@ long runs; max_tokens to `EDITAPPLY_DEFAULT_MAX_TOKENS`, 1024, at most the rest 
 reuses, and each document is a lookup source.
 
 Answer: `{id, object: "rag.answer", created, model, answer, finish_reason, usage, stats}`;
-streamed, `{"type": "delta", "text"}` events, then `{"type": "result", ...}` with the rest, then
-`[DONE]`.
+streamed, `{"type": "delta", "text"}` events, then `{"type": "result", ...}` with the same fields
+as the JSON answer (the whole answer included), then `[DONE]` (events.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from jinja2.exceptions import TemplateError
 
 from engine.rag import rag_request
 from engine.types import Request, SamplingParams
+from engine.server.events import RAG_EVENTS
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse_events, stops_of, usage
 from engine.server.schemas import ERRORS, RagRequest, streamed
@@ -30,7 +31,7 @@ from engine.server.state import get_state, offload
 ROUTE = "/v1/rag"
 router = APIRouter()
 STREAM_EVENTS = ('{"type": "delta", "text"} as the answer is written, then {"type": "result", id, object, created, '
-                 'model, finish_reason, usage, stats}; an error after the stream started is {"type": "error", '
+                 'model, answer, finish_reason, usage, stats}; an error after the stream started is {"type": "error", '
                  '"error": {...}}')
 
 
@@ -43,7 +44,7 @@ def _request(tokenizer, body: RagRequest) -> Request:
                        else "documents") from None
 
 
-@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS)}, summary="Answer a question from documents")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS, RAG_EVENTS)}, summary="Answer a question from documents")
 async def rag(body: RagRequest, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
@@ -67,5 +68,11 @@ def _tail(gen: Generation) -> dict:
 
 
 def _stream(head: dict, gen: Generation):
-    return sse_events(gen.deltas(), lambda text: {"type": "delta", "text": text},
-                      lambda: [{"type": "result", **head, **_tail(gen)}], lambda exc: {"type": "error", **exc.body()})
+    answer: list[str] = []
+
+    def delta(text: str) -> dict:
+        answer.append(text)
+        return {"type": "delta", "text": text}
+
+    return sse_events(gen.deltas(), delta, lambda: [{"type": "result", **head, "answer": "".join(answer), **_tail(gen)}],
+                      lambda exc: {"type": "error", **exc.body()})

@@ -1,17 +1,23 @@
 """Request bodies, as pydantic models: the OpenAPI schema clients and the fuzzer read.
 
 Models are strict (a number is not a string, a bool is not 0/1) and every bound the engine
-enforces is in the schema, so a request that passes validation can run. `max_tokens` has no
-maximum here: the app writes the server's limit into its OpenAPI schema (`app.py`). Unknown
-fields are ignored, as OpenAI's API does. `streamed` documents the server-sent events a route
-answers with when `stream` is true.
+enforces is in the schema, so a request that passes validation can run, and one the server
+cannot serve fails validation (422) rather than passing it to be refused: an apply must have a
+snippet or an instruction with some text; `logprobs` may only be false; `tool_choice` only
+`none` or `auto` (this server never calls tools: answers are text). `max_tokens` has no maximum
+here: the app writes the server's limit into its OpenAPI schema (`app.py`). Unknown fields are
+ignored, as OpenAI's API does. `streamed` documents the server-sent events a route answers with
+when `stream` is true (their models: events.py).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+import re
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
 
 def _valid_unicode(value: str) -> str:
@@ -30,6 +36,20 @@ def _no_control(value: str) -> str:
         if ord(c) < 0x20 or ord(c) == 0x7F:
             raise ValueError(f"must not contain control characters: U+{ord(c):04X} at character {i}")
     return value
+
+
+# Whitespace as Python's str.isspace and JSON Schema's regular expressions (ECMA-262 \\s) count it,
+# and the byte order mark: a text of these alone is empty to the pipeline and to the schema alike.
+_BLANK = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+HAS_TEXT = f"[^{_BLANK}]"  # a pattern: at least one character that is not blank
+_HAS_TEXT = re.compile(HAS_TEXT)
+
+
+EMPTY_SNIPPET = "empty_snippet"  # the error code of an apply that asks for nothing (as the pipeline names it)
+
+
+def has_text(value: str | None) -> bool:
+    return value is not None and _HAS_TEXT.search(value) is not None
 
 
 def _integral(value):
@@ -103,12 +123,24 @@ class ChatCompletionRequest(Sampling):
     max_completion_tokens: MaxTokens = None
     n: integer(ge=1, le=1) | None = Field(None, description="Only 1 is supported")
     prediction: Prediction | None = None
-    logprobs: bool | None = Field(None, description="Not supported: must be false or absent")
+    logprobs: Literal[False] | None = Field(None, description="Not supported: false or absent")
+    tools: list[dict] | None = Field(None, max_length=128, description="Accepted, never called: this server answers "
+                                                                        "with text (see tool_choice)")
+    tool_choice: Literal["none", "auto"] | None = Field(
+        None, description="'none' or 'auto' (both answered with text); this server makes no tool calls, so 'required' "
+                          "or a named function cannot be honoured and fail validation")
     user: str | None = None
 
 
 class ApplyRequestBody(Body):
-    """The fields of `engine.apply.pipeline.ApplyRequest`, plus `model` and `stream`."""
+    """The fields of `engine.apply.pipeline.ApplyRequest`, plus `model` and `stream`. A snippet or
+    an instruction (or both) must hold some text: the schema says so (`anyOf`), and so does the
+    validator, with the same characters counted as blank."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["edit_snippet"], "properties": {"edit_snippet": {"type": "string", "pattern": HAS_TEXT}}},
+        {"required": ["instruction"], "properties": {"instruction": {"type": "string", "pattern": HAS_TEXT}}},
+    ]})
 
     model: ModelName | None = None
     initial_code: Text = Field(description="The file as it is now")
@@ -129,6 +161,13 @@ class ApplyRequestBody(Body):
     use_prediction: bool = Field(True, description="Draft from the predicted merge (false: from the file and snippet only)")
     stream: bool = False
     max_tokens: ApplyMaxTokens = None
+
+    @model_validator(mode="after")
+    def _asks_for_something(self):
+        if not has_text(self.edit_snippet) and not has_text(self.instruction):
+            raise PydanticCustomError(EMPTY_SNIPPET, "nothing to apply: give edit_snippet or instruction (neither holds "
+                                                     "any text)")
+        return self
 
 
 class Document(Body):
@@ -165,9 +204,12 @@ ERRORS = {status: {"model": ErrorBody, "description": what} for status, what in 
 )}
 
 
-def streamed(events: str) -> dict:
-    """The 200 response of a route that streams when `stream` is true: JSON, or server-sent events."""
+def streamed(events: str, models: tuple[type[BaseModel], ...]) -> dict:
+    """The 200 response of a route that streams when `stream` is true: JSON, or server-sent events,
+    each event's JSON one of `models` (events.py; `x-events` refers to their schemas)."""
+    refs = {"oneOf": [{"$ref": f"#/components/schemas/{m.__name__}"} for m in models]}
     return {200: {"description": "The answer as JSON; with `stream: true`, server-sent events (`data: <json>` lines, "
                                  f"then `data: [DONE]`): {events}",
                   "content": {"application/json": {"schema": {"type": "object"}},
-                              "text/event-stream": {"schema": {"type": "string", "description": events}}}}}
+                              "text/event-stream": {"schema": {"type": "string", "description": events},
+                                                    "x-events": refs}}}}

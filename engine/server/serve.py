@@ -1,17 +1,30 @@
-"""`editapply serve`: load the model, start the engine thread, run the app under uvicorn."""
+"""`editapply serve`: load the model, start the engine thread, run the app under uvicorn.
+
+On SIGTERM or Ctrl-C uvicorn's shutdown begins by draining the app (`ServerState.drain`: the
+requests in flight answer 503 `shutting_down` at once, new ones are refused), then waits for
+them as usual."""
 
 from __future__ import annotations
 
-import ipaddress
 import sys
+
+import uvicorn
+
+from engine.hosts import is_loopback
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, whose shutdown first ends what the app runs (each request answered)."""
+
+    async def shutdown(self, sockets=None) -> None:
+        self.config.app.state.editapply.drain()
+        await super().shutdown(sockets)
+
+
 def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           log_level: str = "info", backend: str | None = None, vllm_url: str | None = None) -> int:
-    import uvicorn
-
     from engine.config import EngineConfig
     from engine.server.app import create_app
     from engine.server.settings import ServerSettings
@@ -24,7 +37,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
         cfg = EngineConfig.from_env(model=model, backend=backend, vllm_url=vllm_url)
     except ValueError as exc:
         return _fail(str(exc))
-    if not settings.api_key and not _is_loopback(host):
+    if not settings.api_key and not is_loopback(host):
         print(f"editapply: warning: serving on {host} without an API key; anyone who can reach it can use it "
               "(set --api-key or EDITAPPLY_API_KEY)", file=sys.stderr)
     try:
@@ -36,20 +49,14 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
     engine = f"vLLM at {service.url}" if cfg.backend == "vllm" else f"device {cfg.torch_device}"
     print(f"editapply: serving {app.state.editapply.model_id} on http://{host}:{port} ({auth}; "
           f"{engine}, context {service.cfg.max_model_len} tokens)", file=sys.stderr)
+    server = DrainingServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5))
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down for, as uvicorn.run expects
+        pass
     finally:
         service.shutdown()
     return EXIT_OK
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _fail(message: str) -> int:

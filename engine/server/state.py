@@ -1,5 +1,12 @@
 """What every route needs: the engine service, the merge pool, the settings, the metrics, and the
-checks they share."""
+checks they share; and what runs now, so that a server told to stop can answer it.
+
+Stopping (SIGTERM, Ctrl-C): uvicorn stops accepting connections and waits a few seconds for the
+requests in flight, then cancels them, which used to answer `500 text/plain` (and cut streams
+short). `drain()`, called when uvicorn's shutdown begins (serve.py), ends every generation now
+running at once -- each answers 503 `shutting_down` in the JSON error shape, a stream sends it as
+its error event and then `[DONE]` -- and refuses new work the same way, so every request in
+flight gets an answer before the server goes."""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from engine.types import RequestError
 from engine.types import Request
-from engine.server.errors import APIError
+from engine.server.errors import APIError, shutting_down
 from engine.server.metrics import Metrics
 from engine.server.settings import ServerSettings, model_names
 from engine.server.workers import MergePool
@@ -25,6 +32,19 @@ class ServerState:
     metrics: Metrics
     merges: MergePool
     created: int = field(default_factory=lambda: int(time.time()))
+    draining: bool = False
+    running: set = field(default_factory=set)  # the Generations and ApplyRuns in flight (stop_for_shutdown)
+
+    def drain(self) -> None:
+        """The server is stopping: refuse new work, and end what runs now (each answers 503)."""
+        self.draining = True
+        for run in list(self.running):
+            run.stop_for_shutdown()
+
+    def check_open(self) -> None:
+        """503 `shutting_down` once the server has begun to stop."""
+        if self.draining:
+            raise shutting_down(self.settings.retry_after_s)
 
     @property
     def model_id(self) -> str:
@@ -50,6 +70,7 @@ class ServerState:
 
     def check_capacity(self) -> None:
         """503 with Retry-After when more requests wait for the engine than the bound allows."""
+        self.check_open()
         waiting = self.service.load().waiting
         if waiting >= self.settings.max_queue:
             raise APIError(503, f"the engine is overloaded: {waiting} requests are waiting (limit {self.settings.max_queue}); "

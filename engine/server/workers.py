@@ -1,8 +1,9 @@
 """The merge pool: the apply pipeline's deterministic work, off the engine's thread and the event loop.
 
 `MergePool.run(plan_apply, req)` runs `prepare` (snippet parsing, the merge, validation) and, for
-a request the model need not serve, the whole deterministic result (its diff included) in a
-worker process; a request for the model comes back as its `Plan`.
+a request the model need not serve, the whole deterministic result (its diff included, and its
+JSON body encoded: `Served`) in a worker process; a request for the model comes back as its
+`Plan`.
 
 Why processes, not threads: the merge is pure Python, so in a thread it holds the GIL, which the
 engine thread's step loop (scheduling, drafting, verifying) needs as well; a few merge threads
@@ -11,22 +12,34 @@ worker process has an interpreter of its own. It is spawned, never forked (the s
 engine thread and torch's thread pools), and runs at a lower CPU priority (`NICENESS`), so where
 cores are few the engine's threads get the CPU first and merges take what is left.
 
+What stays in the server's interpreter is kept small, since every microsecond of it holds the GIL
+the engine thread needs (bench/RESULTS.md, "Robustness, second round"): each worker is one
+socket pair that the event loop reads and writes itself (asyncio streams, in the wire format of
+`multiprocessing.Connection`, which the worker speaks), with no executor threads handing work
+across (a `ProcessPoolExecutor` adds a manager thread and a feeder thread, and a wake-up write
+per call that waited for the GIL about half a millisecond); and a `Served` result's JSON body is
+encoded in the worker and sent as it is.
+
 Admission, per kind of work: at most `workers + settings.merge_queue` merges in flight (running
 or waiting for a worker); one more is refused at once with 503 and Retry-After. The engine's own
 queue is bounded apart (`ServerState.check_capacity`), so a flood of one kind of request cannot
-fill the other's queue. `workers` 0 runs merges in the server's thread pool instead (no
-processes: for platforms without them, and to measure what the processes buy).
+fill the other's queue. A worker that dies (killed, out of memory) is replaced and its request
+tried once more on another; a request that kills two gets a 500. `workers` 0 runs merges in the
+server's thread pool instead (no processes: for platforms without them, and to measure what the
+processes buy).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import pickle
+import socket
+import struct
 import threading
-import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from multiprocessing import get_context
 
 from starlette.concurrency import run_in_threadpool
@@ -35,28 +48,95 @@ from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit, p
 from engine.server.errors import APIError
 
 NICENESS = 10  # added to a worker's nice value: merges yield the CPU to generation
-PARENT_POLL_S = 1.0  # how often a worker checks that the server is still alive
+STOP_S = 5.0  # a closing pool waits this long for a worker to exit before killing it
 WARM_UP = ApplyRequest("x = 1\n", "x = 2\n", path="warm_up.py", mode="deterministic")
 
 
-def plan_apply(req: ApplyRequest) -> Plan | ApplyResult:
+@dataclass(frozen=True)
+class Served:
+    """A request the merge pool answered whole: its result, and that result's JSON body."""
+
+    result: ApplyResult
+    body: bytes  # as FastAPI's JSONResponse would encode `result.as_dict()`
+
+
+def plan_apply(req: ApplyRequest) -> Plan | Served:
     """In a worker: the request's plan when it needs the model, else its whole result."""
     plan = prepare(req)
-    return plan if plan.needs_model else apply_edit(None, req, plan=plan)
+    if plan.needs_model:
+        return plan
+    result = apply_edit(None, req, plan=plan)
+    return Served(result, json.dumps(result.as_dict(), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode())
 
 
-def _start_worker() -> None:
+def _serve(conn) -> None:
+    """A worker: calls `(fn, args)` received on `conn` and sends back `(True, value)` or
+    `(False, exception)`, until the server closes its end (or dies: the socket then ends too)."""
     os.nice(NICENESS)
-    # A spawned worker holds both ends of its task pipe, so it never sees EOF when the server
-    # dies without shutting the pool down (SIGKILL, a signal re-raised by uvicorn): it watches.
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     plan_apply(WARM_UP)  # imports and grammar loading, before the first real request
+    while True:
+        try:
+            fn, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = (True, fn(*args))
+        except Exception as exc:  # noqa: BLE001 -- the server decides what it means
+            reply = (False, exc)
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            conn.send((False, RuntimeError(f"the merge worker could not send its answer back: {exc}")))
+        except OSError:
+            return
 
 
-def _exit_with_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_S)
-    os._exit(0)
+class WorkerDied(Exception):
+    pass
+
+
+class _Worker:
+    """One worker process and the event loop's end of its socket pair."""
+
+    def __init__(self, ctx):
+        ours, theirs = ctx.Pipe(duplex=True)  # a socket pair on POSIX
+        self.process = ctx.Process(target=_serve, args=(theirs,), daemon=True, name="editapply-merge")
+        self.process.start()
+        theirs.close()
+        self._conn = ours
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def call(self, fn, args):
+        """`fn(*args)` in the worker; raises WorkerDied if it dies on it."""
+        if self._streams is None:
+            sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+            self._streams = await asyncio.open_unix_connection(sock=sock)
+        reader, writer = self._streams
+        payload = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            writer.write(struct.pack("!i", len(payload)) + payload)  # Connection's framing
+            await writer.drain()
+            size = struct.unpack("!i", await reader.readexactly(4))[0]
+            if size == -1:  # over 2 GiB: a longer length follows
+                size = struct.unpack("!Q", await reader.readexactly(8))[0]
+            ok, value = pickle.loads(await reader.readexactly(size))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            raise WorkerDied(str(exc)) from None
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+        self._conn.close()  # the worker sees EOF and exits
+
+    def stop(self) -> None:
+        self.close()
+        self.process.join(STOP_S)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(STOP_S)
 
 
 class MergePool:
@@ -65,13 +145,10 @@ class MergePool:
         self.workers = settings.merge_workers
         self.in_flight = 0
         self._lock = threading.Lock()
-        self._executor = self._start() if self.workers else None
-
-    def _start(self) -> ProcessPoolExecutor:
-        executor = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"), initializer=_start_worker)
-        for _ in range(self.workers):  # spawn them all now, not on the first requests
-            executor.submit(int)
-        return executor
+        self._ctx = get_context("spawn")
+        self._idle: list[_Worker] = [_Worker(self._ctx) for _ in range(self.workers)]  # all spawned now
+        self._idle_queue: asyncio.Queue | None = None
+        self._all: list[_Worker] = list(self._idle)
 
     @contextmanager
     def slot(self):
@@ -91,31 +168,39 @@ class MergePool:
                 self.in_flight -= 1
 
     async def run(self, fn, *args):
-        """`fn(*args)` in a worker (a module-level function: it is pickled), after admission.
-
-        A worker that died (killed, out of memory) breaks the whole executor: it is replaced and
-        the call tried once more, so requests that merely came next are served; a request that
-        kills its worker twice gets a 500."""
+        """`fn(*args)` in a worker (a module-level function: it is pickled), after admission."""
         with self.slot():
-            if self._executor is None:
+            if not self.workers:
                 return await run_in_threadpool(fn, *args)
-            for attempt in range(2):
-                executor = self._executor
+            if self._idle_queue is None:  # made in the event loop that runs the merges
+                self._idle_queue = asyncio.Queue()
+                for worker in self._idle:
+                    self._idle_queue.put_nowait(worker)
+            for _ in range(2):
+                worker = await self._idle_queue.get()
                 try:
-                    return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
-                except BrokenProcessPool:
-                    self._restart(executor)
+                    return await worker.call(fn, args)
+                except WorkerDied:
+                    worker = self._replace(worker)
+                except BaseException:  # cancelled mid-call: its answer would meet the next request
+                    worker = self._replace(worker)
+                    raise
+                finally:
+                    self._idle_queue.put_nowait(worker)
             raise APIError(500, "the merge worker died twice on this request (out of memory?); it was not served")
 
-    def _restart(self, broken: ProcessPoolExecutor) -> None:
-        with self._lock:
-            if self._executor is broken:  # once, whichever request saw it first
-                self._executor = self._start()
-        broken.shutdown(wait=False, cancel_futures=True)
+    def _replace(self, dead: _Worker) -> _Worker:
+        dead.close()
+        # Reaped apart (waitpid holds no GIL): a worker cancelled mid-call may take a moment to go.
+        threading.Thread(target=dead.stop, daemon=True, name="editapply-merge-reaper").start()
+        fresh = _Worker(self._ctx)
+        self._all = [fresh if w is dead else w for w in self._all]
+        return fresh
 
     def load(self) -> dict:
         return {"merge_workers": self.workers, "merges_in_flight": self.in_flight}
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
+        for worker in self._all:
+            with suppress(Exception):
+                worker.stop()

@@ -343,6 +343,35 @@ def test_bad_input_raises_a_specific_error(shapes_py, req, error):
         apply_edit(None, ApplyRequest(shapes_py, path="shapes.py", **req))
 
 
+NOWHERE = "zzz = qqq(1)\n"
+
+
+@pytest.mark.parametrize("snippet", [
+    f"# ... existing code ...\n{NOWHERE}# ... existing code ...\n",
+    f"# ... existing code ...\n{NOWHERE}# ... existing code ...\nyyy = www(2)\n",
+    f"{NOWHERE}# ... existing code ...\nyyy = www(2)\n# ... existing code ...\n",
+    f"# ... existing code ...\n{NOWHERE}# ... existing code ...\nyyy = www(2)\n# ... existing code ...\n",
+], ids=["one segment", "two, the last at the open end", "two, the first at the open top", "two between markers"])
+def test_a_snippet_matching_nowhere_is_no_match_however_many_segments(shapes_py, snippet):
+    """Issue 31, item 11: one segment or two, a snippet none of whose lines occurs in the file is
+    the same answer (no_match), not a partial merge for two and a refusal for one."""
+    with pytest.raises(NoMatchError, match="matches nowhere"):
+        apply_edit(None, ApplyRequest(shapes_py, snippet, path="shapes.py", mode="deterministic"))
+
+
+def test_a_snippet_with_one_matching_segment_is_still_merged_partially(shapes_py):
+    snippet = AREA_EXACT + NOWHERE + "# ... existing code ...\n"
+    result = apply_edit(None, ApplyRequest(shapes_py, snippet, path="shapes.py", mode="deterministic"))
+    assert result.stats["merge_status"] == "partial" and not result.ok
+
+
+def test_a_snippet_starting_with_a_byte_order_mark_merges_as_without_it(shapes_py):
+    """Issue 31, item 12: the BOM is not code; the first marker stays a marker."""
+    plain = apply_edit(None, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="deterministic"))
+    bom = apply_edit(None, ApplyRequest(shapes_py, "\ufeff" + AREA_EXACT, path="shapes.py", mode="deterministic"))
+    assert bom.ok and bom.merged_code == plain.merged_code and "\ufeff" not in bom.merged_code
+
+
 def test_model_mode_without_an_engine_is_refused(shapes_py):
     with pytest.raises(NeedsModelError):
         apply_edit(None, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model"))

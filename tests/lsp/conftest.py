@@ -135,7 +135,15 @@ def server_config(env: dict[str, str] | None = None) -> ClientServerConfig:
     import os
 
     return ClientServerConfig(server_command=[EDITAPPLY, "lsp"], client_factory=make_client,
-                              server_env={**os.environ, **(env or {})})
+                              server_env={**os.environ, **tree_first(), **(env or {})})
+
+
+def tree_first() -> dict[str, str]:
+    """PYTHONPATH that makes `editapply` import this tree: the venv's script imports the
+    editable install's tree otherwise, which is another checkout when worktrees share a venv."""
+    import os
+
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 async def initialize(client: LanguageClient, root: Path, options: dict | None = None) -> Editor:

@@ -247,7 +247,7 @@ async def test_code_action_applies_a_fenced_snippet_to_the_file_it_names(client:
         text_document=types.TextDocumentIdentifier(uri=chat_uri), range=here,
         context=types.CodeActionContext(diagnostics=[])))
     [action] = actions
-    assert action.title == "Apply this snippet to utils.py" and action.command.command == "editapply.apply"
+    assert action.title == "Apply this snippet to httpx/utils.py" and action.command.command == "editapply.apply"
     assert action.command.arguments[0]["uri"] == target
     result = await editor.execute(action.command.command, *action.command.arguments)
     assert result["applied"] and editor.text(target) == case["expected"]

@@ -74,7 +74,6 @@ def test_chat_completion_apply_form_answers_with_the_merged_file(live):
 
 
 @pytest.mark.parametrize("extra, code, words", [
-    ({"edit_snippet": "   "}, "empty_snippet", "empty"),
     ({"edit_snippet": "# ... existing code ...\n"}, "marker_only_snippet", "only elision markers"),
     ({"edit_snippet": "# ... existing code ...\ndef zzz():\n    qqq = 1\n# ... existing code ...\n",
       "mode": "deterministic", "initial_code": "import os\n\n\ndef a():\n    return 1\n"}, "no_match", "matches nowhere"),
@@ -95,7 +94,7 @@ def test_the_cli_remote_client_round_trips(live):
     result = remote_apply(live.url, ApplyRequest(case["original"], case["update_snippet"], path=case["path"],
                                                  mode="deterministic", prompt_form="rewrite", max_tokens=64))
     assert result.merged_code == case["expected"] and result.ok and result.path == "deterministic"
-    with pytest.raises(RemoteInputError, match="empty"):
+    with pytest.raises(RemoteInputError, match="nothing to apply"):
         remote_apply(live.url, ApplyRequest(case["original"], "  ", path=case["path"]))
 
 
@@ -140,3 +139,21 @@ def test_an_ambiguous_snippet_is_ranked_by_the_model_or_refused_with_its_reading
         second = c.post("/v1/apply", json={"initial_code": AMBIGUOUS, "edit_snippet": ENDS_AT_DOCSTRING,
                                            "path": "errors.py", "reading": 2}).json()
     assert second["validation"]["ok"] and second["merged_code"] == AMBIGUOUS.replace("    pass\n", "")
+
+
+@pytest.mark.parametrize("snippet", ["# ... existing code ...\nzzz = qqq(1)\n# ... existing code ...\n",
+                                     "# ... existing code ...\nzzz = qqq(1)\n# ... existing code ...\nyyy = www(2)\n"],
+                         ids=["one segment", "two segments"])
+def test_a_snippet_matching_nowhere_is_no_match_for_one_segment_or_two(client, snippet):
+    """Issue 31, item 11: the same input gets the same answer, 400 no_match, not a 200 with a
+    partial merge for two segments."""
+    r = client.post("/v1/apply", json={"initial_code": "import os\n\n\ndef a():\n    return 1\n", "edit_snippet": snippet,
+                                       "path": "a.py", "mode": "deterministic"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "no_match", r.text
+
+
+def test_a_snippet_with_a_byte_order_mark_is_merged(client):
+    """Issue 31, item 12: a BOM before the first marker is not code."""
+    case = CASES[DETERMINISTIC[0]]
+    r = client.post("/v1/apply", json=body(case, mode="deterministic", edit_snippet="\ufeff" + case["update_snippet"]))
+    assert r.status_code == 200 and r.json()["merged_code"] == case["expected"], r.text

@@ -114,9 +114,23 @@ def test_max_tokens_over_the_server_limit_is_422(client, live):
         assert {"type": "integer", "minimum": 1, "maximum": 16} in schema["properties"]["max_tokens"]["anyOf"]
 
 
-def test_unsupported_option_is_400(client):
-    e = error_of(client.post(CHAT, json={"messages": HI, "logprobs": True}), 400, "bad_request")
-    assert e["param"] == "logprobs" and "not supported" in e["message"]
+@pytest.mark.parametrize("field, value", [("logprobs", True), ("tool_choice", "required"),
+                                          ("tool_choice", {"type": "function", "function": {"name": "f"}})])
+def test_an_option_the_server_cannot_honour_fails_validation(client, field, value):
+    """Issue 31, items 10 and 14: the schema refuses what the server cannot do (422 naming the
+    field), instead of a body it accepts and then refuses (logprobs) or answers as if the option
+    were not there (tool_choice "required" answered 200 with text)."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    e = error_of(client.post(CHAT, json={"messages": HI, "tools": tools, field: value}), 422, "invalid_value")
+    assert e["param"] == field
+
+
+@pytest.mark.parametrize("choice", [None, "auto", "none"])
+def test_tools_with_a_choice_that_allows_text_are_answered_with_text(client, choice):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    extra = {} if choice is None else {"tool_choice": choice}
+    r = client.post(CHAT, json={"messages": HI, "tools": tools, "max_tokens": 2, **extra})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] is not None
 
 
 def test_overload_is_503_with_retry_after(client, live):
@@ -138,6 +152,43 @@ def test_errors_are_counted_in_metrics(client):
     text = client.get("/metrics").text
     assert 'editapply_http_requests_total{method="POST",route="unmatched",status="404"}' in text
     assert 'route="/v1/chat/completions",status="422"' in text
+
+
+def counted(client, route: str, status: str) -> float:
+    import re
+
+    text = client.get("/metrics").text
+    m = re.search(rf'editapply_http_requests_total{{method="POST",route="{re.escape(route)}",status="{status}"}} (\S+)', text)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_answers_sent_before_routing_are_counted_under_their_route(client, live):
+    """Issue 31, item 13: 401, 413 and 415 are sent by middleware before routing; they were all
+    labelled route="unmatched"."""
+    before = {s: counted(client, "/v1/apply", s) for s in ("401", "413", "415")}
+    with live.settings_changed(api_key="k"):
+        assert client.post("/v1/apply", json={}).status_code == 401
+    assert client.post("/v1/apply", content=b"x" * (live.settings.max_body_bytes + 1),
+                       headers={"content-type": "application/json"}).status_code == 413
+    assert client.post("/v1/apply", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+    assert {s: counted(client, "/v1/apply", s) - before[s] for s in before} == {"401": 1, "413": 1, "415": 1}
+
+
+def test_a_client_that_leaves_mid_body_is_not_counted_as_a_server_error(client, live):
+    """Issue 31, item 13: it was a 500; nothing was answered, so it is 499 (client closed)."""
+    import socket
+    import time
+
+    before = counted(client, "/v1/apply", "499"), counted(client, "/v1/apply", "500")
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/apply HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"initial_code\": ")
+        time.sleep(0.2)  # let the server start reading the body (no figure is asserted on)
+    deadline = time.monotonic() + 60
+    while counted(client, "/v1/apply", "499") == before[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (counted(client, "/v1/apply", "499"), counted(client, "/v1/apply", "500")) == (before[0] + 1, before[1])
 
 
 def test_health_and_models(client, live):

@@ -109,8 +109,9 @@ def test_a_killed_merge_worker_is_replaced(client, live):
 
 def test_a_request_with_neither_snippet_nor_instruction_says_what_to_give(client):
     for extra in ({}, {"edit_snippet": "  \n"}, {"edit_snippet": "", "instruction": " "}):
-        e = error_of(client.post("/v1/apply", json={"initial_code": "x = 1\n", **extra}), 400, "empty_snippet")
-        assert "give edit_snippet or instruction" in e["message"]
+        # A body the schema refuses (issue 31, item 14: it is no longer valid-but-refused): 422.
+        e = error_of(client.post("/v1/apply", json={"initial_code": "x = 1\n", **extra}), 422, "empty_snippet")
+        assert "give edit_snippet or instruction" in e["message"] and e["param"] is None
 
 
 def test_the_schema_has_the_exact_seed_bound_and_the_streams(client):
@@ -123,6 +124,8 @@ def test_the_schema_has_the_exact_seed_bound_and_the_streams(client):
         content = schema["paths"][path]["post"]["responses"]["200"]["content"]
         assert set(content) == {"application/json", "text/event-stream"}
         assert content["text/event-stream"]["schema"]["type"] == "string"
+        for ref in content["text/event-stream"]["x-events"]["oneOf"]:
+            assert ref["$ref"].removeprefix("#/components/schemas/") in schema["components"]["schemas"]
 
 
 def test_chat_and_rag_without_max_tokens_stop_at_the_default(client, live):
