@@ -37,6 +37,15 @@ class ErrorEvent(Event):
     error: ErrorDetail
 
 
+class ReadingItem(Event):
+    """One reading of an ambiguous snippet (`pipeline.ReadingChoice`)."""
+
+    label: str
+    merged_code: str
+    diff: str
+    logprob: float | None
+
+
 class ApplyResultEvent(Event):
     type: Literal["result"]
     merged_code: str
@@ -44,6 +53,7 @@ class ApplyResultEvent(Event):
     validation: dict
     usage: dict
     stats: dict
+    readings: list[ReadingItem]
 
 
 class RagResultEvent(Event):
