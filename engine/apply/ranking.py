@@ -31,8 +31,8 @@ from prompts.apply import build_apply_prompt
 # to 8.1 nats where the right one was offered, never by more; bench/RESULTS.md, "Apply you can
 # trust", has the table by margin band.
 MARGIN = 10.0
-CONTEXT = 8  # lines of the readings' shared text shown on each side of the stretch they differ in
-AFTER = 3  # lines of their shared text after that stretch that are scored
+CONTEXT = 3  # lines of the readings' shared text shown on each side of the stretch they differ in
+AFTER = 2  # lines of their shared text after that stretch that are scored
 
 
 @dataclass(frozen=True)
