@@ -98,8 +98,8 @@ class ScoringEngine:
     """The Engine protocol as the ranking uses it, scoring each continuation by a given table
     (the CI model's preferences are arbitrary; what is tested is the rule applied to them)."""
 
-    def __init__(self, tokenizer, prefer: dict[str, float]):
-        self.tokenizer, self.prefer = tokenizer, prefer
+    def __init__(self, tokenizer, with_pass: float, without: float):
+        self.tokenizer, self.with_pass, self.without = tokenizer, with_pass, without
         self.cfg = type("Cfg", (), {"max_model_len": 1 << 16})()
 
     def submit(self, request):
@@ -107,7 +107,7 @@ class ScoringEngine:
 
     def stream(self, request):
         tail = self.tokenizer.decode(request.prompt_ids[request.score_from :])
-        score = next((v for k, v in self.prefer.items() if k in tail), -1.0) if tail else 0.0
+        score = 0.0 if not tail else self.with_pass if "pass" in tail else self.without
         yield Event("s", [], "", True, "stop", GenerationStats(), logprob=score)
 
 
@@ -121,14 +121,14 @@ ERR_SNIPPET = "# ... existing code ...\nclass MyError(Exception):\n    \"\"\"Rai
 
 
 def test_a_clear_margin_takes_the_model_s_reading(tokenizer):
-    engine = ScoringEngine(tokenizer, {"pass": -1.0, "class Other": -1.0 - MARGIN - 0.5})
+    engine = ScoringEngine(tokenizer, with_pass=-1.0, without=-1.0 - MARGIN - 0.5)
     result = apply_edit(engine, ApplyRequest(ERR, ERR_SNIPPET, path="e.py"))
     assert result.ok and result.stats["path"] == "ranked" and result.merged_code == ERR
     assert [r.logprob for r in result.readings] == [-1.0, -1.0 - MARGIN - 0.5]
 
 
 def test_a_near_tie_is_refused_with_the_readings(tokenizer):
-    engine = ScoringEngine(tokenizer, {"pass": -2.0, "class Other": -2.0 - MARGIN / 2})
+    engine = ScoringEngine(tokenizer, with_pass=-2.0, without=-2.0 - MARGIN / 2)
     result = apply_edit(engine, ApplyRequest(ERR, ERR_SNIPPET, path="e.py"))
     assert not result.ok and "ranking_unsure" in result.validation.names
     assert [r.merged_code for r in result.readings] == [ERR, ERR.replace("    pass\n", "")]
