@@ -37,7 +37,7 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
     out = []
     for n, (r, stop, name) in enumerate(units):
         # A member running into the tail anchor is the segment's; one the segment shows is too.
-        if stop > hi or rows[n] is not None or (index.defines[r] and _renamed(index.lines[r], ours, index)):
+        if stop > hi or rows[n] is not None or (definition(index.lines[r]) and _renamed(index.lines[r], ours, index)):
             continue
         later = next((row for row in rows[n + 1 :] if row is not None), None)
         at = cand.tail.seg_start if later is None else _seg_trivia_start(seg, later, cand.head.seg_end)
@@ -93,11 +93,11 @@ def _name(node) -> str:
 def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, str]]:
     """(first row, end row, name) of each outermost definition in orig[lo:hi] (no grammar): it
     runs to the next one's comments and blank lines."""
-    heads = [r for r in range(lo, hi) if index.defines[r]]
-    depth = min((len(indent_of(index.lines[r])) for r in heads), default=0)
-    heads = [r for r in heads if len(indent_of(index.lines[r])) == depth]
+    keys = {r: key for r in range(lo, hi) if (key := definition(index.lines[r]))}
+    depth = min((len(indent_of(index.lines[r])) for r in keys), default=0)
+    heads = [r for r in keys if len(indent_of(index.lines[r])) == depth]
     ends = [_trivia_start(index, r, lo) for r in heads[1:]] + [hi]
-    return [(r, end, index.defines[r].split()[-1]) for r, end in zip(heads, ends)]
+    return [(r, end, keys[r].split()[-1]) for r, end in zip(heads, ends)]
 
 
 def _shows(ours: str, theirs: str, name: str) -> bool:
@@ -142,7 +142,7 @@ def _blank_run(lines, at: int, step: int) -> list[str]:
 def _trivia_start(index: OriginalIndex, r: int, lo: int) -> int:
     """Where the lines that go with the definition at row `r` start: the blank lines, comments
     and decorators right above it (not above `lo`)."""
-    while r > lo and not index.defines[r - 1] and _leading(index.lines[r - 1]):
+    while r > lo and not definition(index.lines[r - 1]) and _leading(index.lines[r - 1]):
         r -= 1
     return r
 

@@ -38,6 +38,7 @@ _STRONG_WORDS = frozenset(
     "existing unchanged rest remaining remainder omitted omit elided unmodified untouched snip "
     "snipped same previous brevity etc skipped truncated abbreviated preserved".split()
 )
+_ANY_STRONG = re.compile("|".join(sorted(_STRONG_WORDS)))
 # Every word of a weak marker must come from here, so that prose comments are not taken.
 _VOCAB = _STRONG_WORDS | frozenset(
     "of the a an code lines line file function functions method methods class classes module "
@@ -102,8 +103,8 @@ def marker_shape(line: str) -> MarkerShape | None:
     True
     """
     text = line.strip()
-    if not text:
-        return None
+    if not text or ("." not in text and "…" not in text and not _ANY_STRONG.search(text.lower())):
+        return None  # a marker has dots or an elision word: most lines of a long file go here
     if re.fullmatch(_DOTS, text):
         return MarkerShape("dots", STRONG)
     body = _comment_body(text)

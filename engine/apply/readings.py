@@ -14,6 +14,7 @@ the merge's answer, whatever option made it; several are an ambiguity -- the mod
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from engine.apply.errors import Problem
@@ -84,13 +85,14 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
     first = runs[0][0]
     # A reading that leaves code after a `return` (an edge line inserted beside the one it
     # changes) is not what anyone meant, unless the original or the snippet has such code too.
-    dead_before = _dead_lines(original) + sum(_dead_lines("\n".join(s.lines)) for s in snippet.segments)
+    dead_before = functools.cache(lambda: _dead_lines(original) + sum(_dead_lines("\n".join(s.lines))
+                                                                      for s in snippet.segments))
     readings: dict[str, Reading] = {}
     for result, taken, said in runs:
         if result.status not in SUCCESS or result.text in readings:
             continue
         check = validate(original, result, language=language)
-        if check.ok and _dead_lines(result.text) <= dead_before:
+        if check.ok and (not (dead := _dead_lines(result.text)) or dead <= dead_before()):
             picked = tuple((k, taken[k]) for k in sorted(taken, key=_snippet_line) if k in said)
             readings[result.text] = Reading(result, check, picked, tuple(said[k][v] for k, v in picked))
     found = sorted(readings.values(), key=lambda r: -_kept(original, r.text))[:MAX_READINGS]

@@ -11,6 +11,7 @@ which occur inside real source files as ordinary characters.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from difflib import Match, SequenceMatcher
 
@@ -44,6 +45,7 @@ class Lines:
         return len(self.lines)
 
 
+@functools.lru_cache(maxsize=16)  # the pipeline splits the same original and result many times
 def split_lines(text: str) -> Lines:
     """Split on '\\n' only; a '\\r' just before it belongs to the ending.
 
