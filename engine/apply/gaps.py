@@ -30,18 +30,23 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
     lo, hi = cand.head.orig_end, cand.tail.orig_start
     if cand.head is cand.tail or hi <= lo:
         return []
+    # Decorators that end the head anchor go with the member below them: a shared `@property`
+    # matched to the first member's says nothing about which member follows it.
+    start = cand.head.seg_end
+    while lo - 1 > cand.head.orig_start and index.lines[lo - 1].lstrip().startswith("@"):
+        lo, start = lo - 1, start - 1
     units = _members(index, lo, hi) or _definitions(index, lo, hi)
     ours = [line for line in seg if definition(line)]
-    mid = range(cand.head.seg_end, cand.tail.seg_start)
-    rows = [next((s for s in mid if _shows(seg[s], index.lines[r], name)), None) for r, _, name in units]
+    mid = range(start, cand.tail.seg_start)
+    rows = [next((s for s in mid if _shows(seg[s], index.lines[key], name)), None) for _, key, _, name in units]
     out = []
-    for n, (r, stop, name) in enumerate(units):
+    for n, (first, key, stop, name) in enumerate(units):
         # A member running into the tail anchor is the segment's; one the segment shows is too.
-        if stop > hi or rows[n] is not None or (definition(index.lines[r]) and _renamed(index.lines[r], ours, index)):
+        if stop > hi or rows[n] is not None or (definition(index.lines[key]) and _renamed(index.lines[key], ours, index)):
             continue
         later = next((row for row in rows[n + 1 :] if row is not None), None)
-        at = cand.tail.seg_start if later is None else _seg_trivia_start(seg, later, cand.head.seg_end)
-        out.append((_trivia_start(index, r, lo), stop, at))
+        at = cand.tail.seg_start if later is None else _seg_trivia_start(seg, later, start)
+        out.append((_trivia_start(index, first, lo), stop, at))
     return out
 
 
@@ -50,9 +55,9 @@ _CONTAINERS = frozenset("object class_body declaration_list interface_body field
                         "literal_value enum_body object_type enum_variant_list body_statement".split())
 
 
-def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, str]]:
-    """(first row, end row, name) of each member of a class, trait, object or dict that starts
-    in orig[lo:hi], in order; [] without a grammar or when the region holds none (a function's
+def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
+    """(first row, naming row, end row, name) of each member of a class, trait, object or dict
+    that starts in orig[lo:hi], in order; [] without a grammar or when the region holds none (a function's
     statements are no members: deleting one between two anchors is what the snippet says)."""
     tree = parse_tree(index.text, index.language) if index.text is not None else None
     if tree is None:
@@ -70,7 +75,12 @@ def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, str
             r += 1
             continue
         last = node.end_point[0] - (node.end_point[1] == 0)
-        out.append((r, last + 1, _name(node)))
+        # A decorated or annotated member is known by its definition's line, not by the
+        # `@property` or `@Override` above it that its neighbours share (`left_out` puts
+        # those lines back with it, as trivia).
+        named = node.child_by_field_name("definition") or node
+        key = next((c for f in _NAME_FIELDS if (c := named.child_by_field_name(f)) is not None), named)
+        out.append((r, max(r, min(key.start_point[0], last)), last + 1, _name(named)))
         r = last + 1
     return out
 
@@ -80,9 +90,12 @@ def _container(node) -> bool:
                                         and node.parent.type == "class_definition")
 
 
+_NAME_FIELDS = ("name", "key", "property", "left")
+
+
 def _name(node) -> str:
     """A member's name: its name, key or property field, else its first identifier."""
-    for field in ("name", "key", "property", "left"):
+    for field in _NAME_FIELDS:
         child = node.child_by_field_name(field)
         if child is not None:
             return child.text.decode("utf-8", "replace").strip("[]'\"` ")
@@ -90,14 +103,14 @@ def _name(node) -> str:
     return found.group(0) if found else ""
 
 
-def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, str]]:
-    """(first row, end row, name) of each outermost definition in orig[lo:hi] (no grammar): it
-    runs to the next one's comments and blank lines."""
+def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
+    """(first row, naming row, end row, name) of each outermost definition in orig[lo:hi] (no
+    grammar): it runs to the next one's comments and blank lines."""
     keys = {r: key for r in range(lo, hi) if (key := definition(index.lines[r]))}
     depth = min((len(indent_of(index.lines[r])) for r in keys), default=0)
     heads = [r for r in keys if len(indent_of(index.lines[r])) == depth]
     ends = [_trivia_start(index, r, lo) for r in heads[1:]] + [hi]
-    return [(r, end, keys[r].split()[-1]) for r, end in zip(heads, ends)]
+    return [(r, r, end, keys[r].split()[-1]) for r, end in zip(heads, ends)]
 
 
 def _shows(ours: str, theirs: str, name: str) -> bool:

@@ -73,6 +73,21 @@ def test_a_method_a_rewritten_class_leaves_out_is_kept_or_deleted():
                                         original.replace("return 1\n", "return 10\n").replace("    def b(self):\n        return 2\n\n", "")]
 
 
+@pytest.mark.parametrize("language, original, snippet, change", [
+    # The snippet's `@property` is the changed member's, not the left-out ones' above it.
+    ("python",
+     "class A:\n    @property\n    def a(self):\n        return 1\n\n    @property\n    def b(self):\n"
+     "        return 2\n\n    @property\n    def c(self):\n        return 3\n",
+     "class A:\n    @property\n    def c(self):\n        return 30\n", ("return 3\n", "return 30\n")),
+    ("java",
+     "class A {\n    @Override\n    int a() {\n        return 1;\n    }\n\n    @Override\n    int b() {\n"
+     "        return 2;\n    }\n}\n",
+     "class A {\n    @Override\n    int b() {\n        return 20;\n    }\n}\n", ("return 2;", "return 20;")),
+])
+def test_decorated_members_a_rewritten_class_leaves_out_are_kept_first(language, original, snippet, change):
+    assert texts(original, snippet, language)[0] == original.replace(*change)
+
+
 def test_methods_an_object_literal_leaves_out_before_its_closer_are_kept():
     # Between the object's first line and its own `});`, a lone closer says too little to delete
     # `_cast` and `_check` by: keeping them is the one reading.
