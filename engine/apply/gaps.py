@@ -35,7 +35,9 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
     start = cand.head.seg_end
     while lo - 1 > cand.head.orig_start and index.lines[lo - 1].lstrip().startswith("@"):
         lo, start = lo - 1, start - 1
-    units = _members(index, lo, hi) or _definitions(index, lo, hi)
+    units = _members(index, lo, hi)
+    if units is None:
+        units = _definitions(index, lo, hi)
     ours = [line for line in seg if definition(line)]
     mid = range(start, cand.tail.seg_start)
     rows = [next((s for s in mid if _shows(seg[s], index.lines[key], name)), None) for _, key, _, name in units]
@@ -55,13 +57,14 @@ _CONTAINERS = frozenset("object class_body declaration_list interface_body field
                         "literal_value enum_body object_type enum_variant_list body_statement".split())
 
 
-def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
+def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, int, str]] | None:
     """(first row, naming row, end row, name) of each member of a class, trait, object or dict
-    that starts in orig[lo:hi], in order; [] without a grammar or when the region holds none (a function's
-    statements are no members: deleting one between two anchors is what the snippet says)."""
+    that starts in orig[lo:hi], in order: [] when the region holds none (a function's statements
+    are no members: deleting one between two anchors is what the snippet says), None without a
+    grammar."""
     tree = parse_tree(index.text, index.language) if index.text is not None else None
     if tree is None:
-        return []
+        return None
     out, r = [], lo
     while r < hi:
         line = index.lines[r]

@@ -167,3 +167,13 @@ def test_the_model_cannot_change_a_line_outside_the_stretch_it_writes(tokenizer)
     head = SHAPES_PY.split("    def area")[0]
     assert result.merged_code.startswith(head) and "this." not in head
     assert "this." in result.merged_code  # inside the stretch the model wrote what it wrote
+
+
+def test_a_line_of_a_member_that_a_whole_file_answer_replaces_is_no_member_left_out():
+    # Issue 31's repro, small: every member is shown; only `def f` of the third became another
+    # line. The grammar finds no member wholly between the anchors, so none is left out.
+    original = "def f(x):\n    y = x + 1\n    return y\n\n" * 5
+    lines = original.splitlines(keepends=True)
+    lines[8] = "    y = x + 2\n"
+    found = explore(original, "".join(lines), "python")
+    assert not found.ambiguous and found.result.text == "".join(lines)
