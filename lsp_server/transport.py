@@ -8,9 +8,13 @@ What a client gets for what it sends (JSON-RPC 2.0, section 5.1):
   `MAX_MESSAGE_BYTES`) or a body that is not JSON: `-32700` Parse error, id null; reading goes on
   at the next message;
 * JSON that is not one request, notification or response object (a batch, which LSP does not
-  have; a wrong `jsonrpc`; an id that is neither a number nor a string; params that are not
-  structured): `-32600` Invalid Request, with the id when it is usable;
+  have; a wrong `jsonrpc`; an id that is neither a number nor a string; params that are neither
+  structured nor null): `-32600` Invalid Request, with the id when it is usable;
 * params pygls cannot read for the method: `-32602` Invalid params, with the request's id.
+
+A notification (a method, no id) is never answered (section 4.1): a bad one is logged and
+dropped. `params: null` passes: clients send it for the methods whose params are `void` in LSP
+(Neovim's `shutdown` and `exit`).
 
 TCP (`editapply lsp --tcp [HOST:]PORT`) is for one client at a time: a second connection is
 closed at once, so nobody can take over the session. The server reads any file in the workspace
@@ -75,6 +79,9 @@ class Channel:
             self.error(None, ErrorCodes.ParseError, f"Parse error: the message is not JSON ({_short(exc)})")
             return self.authorized
         problem, msg_id = check_message(obj)
+        if problem is not None and _is_notification(obj):
+            log.warning("dropped a notification: %s", problem)
+            return self.authorized
         if problem is not None:
             self.error(msg_id, ErrorCodes.InvalidRequest, f"Invalid Request: {problem}")
             return self.authorized
@@ -117,12 +124,16 @@ def check_message(obj) -> tuple[str | None, int | str | None]:
     if "method" in obj:
         if not isinstance(obj["method"], str):
             return "method must be a string", msg_id
-        if "params" in obj and not isinstance(obj["params"], (dict, list)):
-            return "params must be an object or an array", msg_id
+        if obj.get("params") is not None and not isinstance(obj["params"], (dict, list)):
+            return "params must be an object, an array or null", msg_id
         return None, msg_id
     if "id" not in obj or ("result" not in obj and "error" not in obj):
         return "neither a request, a notification nor a response", msg_id
     return None, msg_id
+
+
+def _is_notification(obj) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("method"), str) and "id" not in obj
 
 
 def _take_token(obj: dict) -> object:

@@ -192,7 +192,7 @@ class Plan:
     validation: Validation | None = None  # of `candidate`
     region: Region | None = None
     readings: tuple[Reading, ...] = ()  # several when the snippet is ambiguous (readings.py)
-    started: float = field(default_factory=time.perf_counter)
+    started: float = field(default_factory=time.perf_counter)  # when `prepare` began
 
     @property
     def needs_model(self) -> bool:
@@ -208,6 +208,13 @@ def looks_like_diff(snippet: str, path: str | None = None) -> bool:
 
 def prepare(req: ApplyRequest) -> Plan:
     """Check the request and decide its path; no model needed. Raises ApplyError for bad input."""
+    started = time.perf_counter()
+    plan = _decide(req)
+    plan.started = started  # the merge's time counts in the result's `seconds`
+    return plan
+
+
+def _decide(req: ApplyRequest) -> Plan:
     limits.check(req)  # size bounds and an empty request: milliseconds, before any work
     try:
         language = detect_language(req.path, req.language)

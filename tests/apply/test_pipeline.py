@@ -108,6 +108,17 @@ def test_auto_takes_a_trusted_merge_without_the_model(shapes_py):
     assert result.stats["merge_status"] == "exact" and "Area in square units" in result.merged_code
 
 
+def test_the_result_s_seconds_count_from_before_the_merge(shapes_py, monkeypatch):
+    # `stats.seconds` is the merge's time (issue 31): the plan's clock starts before `explore`.
+    import engine.apply.pipeline as pipeline
+
+    seen = []
+    explore = pipeline.explore
+    monkeypatch.setattr(pipeline, "explore", lambda *a, **k: seen.append(pipeline.time.perf_counter()) or explore(*a, **k))
+    plan = prepare(ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py"))
+    assert seen and plan.started <= seen[0]
+
+
 def test_auto_sends_a_snippet_the_merge_cannot_place_to_the_model(shapes_py, service):
     req = ApplyRequest(shapes_py, UNPLACED, path="shapes.py", max_tokens=24)
     plan = prepare(req)

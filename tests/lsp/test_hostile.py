@@ -174,6 +174,30 @@ def test_params_pygls_cannot_read_get_invalid_params_with_the_id(stdio):
     assert "result" in stdio.status()
 
 
+
+NOTIFICATIONS = {
+    "params that are a number": {"jsonrpc": "2.0", "method": "initialized", "params": 7},
+    "no jsonrpc": {"method": "initialized", "params": {}},
+    "params pygls cannot read": {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": 1}},
+}
+
+
+@pytest.mark.parametrize("name", NOTIFICATIONS)
+def test_a_bad_notification_is_dropped_without_an_answer(stdio, name):
+    """JSON-RPC 2.0 section 4.1: a notification is never answered, a bad one neither (Neovim's
+    client stops at a response whose id is null)."""
+    stdio.send(frame(NOTIFICATIONS[name]))
+    assert stdio.errors_before_status() == []
+
+
+def test_null_params_are_no_params(stdio):
+    """Neovim sends `params: null` for the methods LSP gives no params (shutdown, exit)."""
+    stdio.send(frame({"jsonrpc": "2.0", "method": "$/setTrace", "params": None}))
+    assert stdio.errors_before_status() == []
+    stdio.send(frame({"jsonrpc": "2.0", "id": "null-params", "method": "workspace/executeCommand",
+                      "params": None}))
+    assert stdio.frames.answer("null-params")["error"]["code"] == -32602
+
 # ---- items 2 and 4: what a command may read ---------------------------------------------------------
 
 @pytest_lsp.fixture(scope="module", config=server_config())
