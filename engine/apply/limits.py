@@ -6,10 +6,10 @@ refused it, stalling the server meanwhile.
 
 * `check(req)`, first thing in `pipeline.prepare` (so in every front end): a request that asks
   for nothing (no snippet, no instruction), and a text over `LIMITS` in bytes or lines. The
-  bounds keep the deterministic merge bounded, since its cost grows with both texts. Measured on
-  the 2-core CI machine (`python -m bench.limits`; bench/RESULTS.md, "Robustness under load"): a
-  12,000-line file merges in 0.1-0.5 s, a 50,000-line one in 1-2 s, and in 6.5 s when a
-  whole-file snippet meets a file of repeated code (every line matches in thousands of places).
+  bounds keep the deterministic merge bounded, since its cost grows with both texts (about
+  linearly: `python -m bench.merge_scale`; bench/RESULTS.md, "Robustness, second round", item 1).
+  On the 2-core CI machine a whole-file answer of 16,000 lines merges in 0.3-0.9 s and one of
+  50,000 lines of repeated code (every line matching in thousands of places) in ~1.2 s.
   No model context holds a file near the limits either (50,000 lines are some 500,000 tokens),
   so they refuse nothing any mode could serve.
 * `check_context(req, tokenizer, context)`, before a request goes down the model path (the

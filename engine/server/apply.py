@@ -28,7 +28,7 @@ from fastapi.responses import Response
 from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, apply_edit
+from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Plan, apply_edit
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable, GenerationStats, RequestError
 from engine.server.events import APPLY_EVENTS
@@ -81,15 +81,18 @@ class ApplyRun:
         self.stopped = True
         self.cancel()
 
-    async def prepare(self) -> None:
+    async def prepare(self, http: HTTPRequest) -> None:
         """Check the input and the context (raises APIError); no generation yet. A request the
-        model need not serve is answered here (`result`)."""
+        model need not serve is answered here (`result`). A client that hangs up during the merge
+        stops it (`disconnected` is then set, and nothing else)."""
         try:
             self.state.check_open()
             limits.check(self.req)  # sizes: before a worker is asked (prepare checks again, for other callers)
             if self.req.mode == "model":
                 await offload(limits.check_context, self.req, self.state.tokenizer, self.state.context_limit)
-            outcome = await self.state.merges.run(plan_apply, self.req)
+            outcome = await self._merge(http)
+            if outcome is None:
+                return
             if isinstance(outcome, Served):
                 self.result, self.body = outcome.result, outcome.body
                 return
@@ -98,6 +101,24 @@ class ApplyRun:
             self.job = await offload(self._build_job)
         except (ApplyError, RequestError) as exc:
             raise apply_error(exc) from None
+
+    async def _merge(self, http: HTTPRequest) -> Plan | Served | None:
+        """The merge pool's answer, or None when the client hung up first (the merge is cancelled)."""
+        merge = asyncio.ensure_future(self.state.merges.run(plan_apply, self.req))
+
+        def left() -> None:
+            self.disconnected = True
+            merge.cancel()
+
+        watcher = watch_disconnect(http, left)
+        try:
+            return await merge
+        except asyncio.CancelledError:
+            if self.disconnected and merge.cancelled():
+                return None
+            raise
+        finally:
+            watcher.cancel()
 
     def _build_job(self):
         limits.check_context(self.req, self.state.tokenizer, self.state.context_limit)
@@ -208,7 +229,10 @@ async def apply(body: ApplyRequestBody, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
     run = ApplyRun(state, build_request(body, state))
-    await run.prepare()
+    await run.prepare(http)
+    if run.disconnected:
+        run.record()
+        return None  # nobody is listening
     if run.body is not None and not body.stream:  # served by the merge pool, encoded there
         run.record()
         return Response(run.body, media_type="application/json")

@@ -143,7 +143,10 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     except ApplyError as exc:
         raise apply_error(exc) from None
     run = ApplyRun(state, req, ROUTE)
-    await run.prepare()
+    await run.prepare(http)
+    if run.disconnected:
+        run.record()
+        return None  # the client left during the merge
     reply = Reply(state)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)

@@ -20,13 +20,20 @@ across (a `ProcessPoolExecutor` adds a manager thread and a feeder thread, and a
 per call that waited for the GIL about half a millisecond); and a `Served` result's JSON body is
 encoded in the worker and sent as it is.
 
+Two lanes, so a small merge never waits behind a long one: a request whose file or snippet has
+more than `HEAVY_LINES` lines runs in the heavy lane (`HEAVY_WORKERS` processes), any other in the
+light lane (`settings.merge_workers`). A 2,000-line text merges in under ~0.1 s on the 2-core CI
+machine and a 50,000-line one takes up to ~1.2 s (bench/RESULTS.md, "Robustness, second round",
+item 1), so a tiny apply beside a huge one waits at most for the light merges ahead of it.
+
 Admission, per kind of work: at most `workers + settings.merge_queue` merges in flight (running
 or waiting for a worker); one more is refused at once with 503 and Retry-After. The engine's own
 queue is bounded apart (`ServerState.check_capacity`), so a flood of one kind of request cannot
 fill the other's queue. A worker that dies (killed, out of memory) is replaced and its request
-tried once more on another; a request that kills two gets a 500. `workers` 0 runs merges in the
-server's thread pool instead (no processes: for platforms without them, and to measure what the
-processes buy).
+tried once more on another; a request that kills two gets a 500. A merge whose caller is
+cancelled (its client hung up: `ApplyRun.prepare`) gets `ABANDON_S` to end, its answer dropped;
+one that runs on is killed and its worker replaced, so no lane stays held for nobody. `workers` 0 runs merges in the server's thread pool
+instead (no processes: for platforms without them, and to measure what the processes buy).
 """
 
 from __future__ import annotations
@@ -49,6 +56,11 @@ from engine.server.errors import APIError
 
 NICENESS = 10  # added to a worker's nice value: merges yield the CPU to generation
 STOP_S = 5.0  # a closing pool waits this long for a worker to exit before killing it
+HEAVY_LINES = 2_000  # a file or snippet longer than this merges in the heavy lane
+HEAVY_WORKERS = 1
+# A merge whose client left may finish this long (its worker is then reused), else it is killed:
+# starting a worker costs ~2 s of a core, more than the rest of a merge at the input limits.
+ABANDON_S = 2.0
 WARM_UP = ApplyRequest("x = 1\n", "x = 2\n", path="warm_up.py", mode="deterministic")
 
 
@@ -131,12 +143,65 @@ class _Worker:
             self._streams[1].close()
         self._conn.close()  # the worker sees EOF and exits
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = STOP_S) -> None:
+        """Close, give the worker `wait_s` to exit, then kill it (0: at once)."""
         self.close()
-        self.process.join(STOP_S)
+        self.process.join(wait_s)
         if self.process.is_alive():
             self.process.kill()
             self.process.join(STOP_S)
+
+
+class _Lane:
+    """Worker processes for one weight of merge, and the queue of the idle ones."""
+
+    def __init__(self, ctx, count: int):
+        self._ctx = ctx
+        self.workers: list[_Worker] = [_Worker(ctx) for _ in range(count)]  # all spawned now
+        self._idle: asyncio.Queue | None = None
+
+    async def call(self, fn, args):
+        if self._idle is None:  # made in the event loop that runs the merges
+            self._idle = asyncio.Queue()
+            for worker in self.workers:
+                self._idle.put_nowait(worker)
+        for _ in range(2):
+            worker = await self._idle.get()
+            exchange = asyncio.ensure_future(worker.call(fn, args))
+            try:
+                return await asyncio.shield(exchange)
+            except WorkerDied:
+                worker = self._replace(worker)
+            except asyncio.CancelledError:
+                asyncio.ensure_future(self._abandon(worker, exchange))
+                worker = None
+                raise
+            finally:
+                if worker is not None:
+                    self._idle.put_nowait(worker)
+        raise APIError(500, "the merge worker died twice on this request (out of memory?); it was not served")
+
+    async def _abandon(self, worker: _Worker, exchange: asyncio.Future) -> None:
+        """A merge nobody waits for: the worker is back when it answers within `ABANDON_S` (its
+        answer dropped), else killed and replaced."""
+        try:
+            await asyncio.wait_for(exchange, ABANDON_S)
+        except BaseException:  # noqa: BLE001 -- late, dead or failed: a fresh worker either way
+            worker = self._replace(worker, wait_s=0)
+        self._idle.put_nowait(worker)
+
+    def _replace(self, dead: _Worker, wait_s: float = STOP_S) -> _Worker:
+        dead.close()
+        # Reaped apart (waitpid holds no GIL).
+        threading.Thread(target=dead.stop, args=(wait_s,), daemon=True, name="editapply-merge-reaper").start()
+        fresh = _Worker(self._ctx)
+        self.workers = [fresh if w is dead else w for w in self.workers]
+        return fresh
+
+    def close(self) -> None:
+        for worker in self.workers:
+            with suppress(Exception):
+                worker.stop()
 
 
 class MergePool:
@@ -145,10 +210,9 @@ class MergePool:
         self.workers = settings.merge_workers
         self.in_flight = 0
         self._lock = threading.Lock()
-        self._ctx = get_context("spawn")
-        self._idle: list[_Worker] = [_Worker(self._ctx) for _ in range(self.workers)]  # all spawned now
-        self._idle_queue: asyncio.Queue | None = None
-        self._all: list[_Worker] = list(self._idle)
+        ctx = get_context("spawn")
+        self.light = _Lane(ctx, self.workers)
+        self.heavy = _Lane(ctx, HEAVY_WORKERS if self.workers else 0)
 
     @contextmanager
     def slot(self):
@@ -167,40 +231,20 @@ class MergePool:
             with self._lock:
                 self.in_flight -= 1
 
-    async def run(self, fn, *args):
-        """`fn(*args)` in a worker (a module-level function: it is pickled), after admission."""
+    async def run(self, fn, req: ApplyRequest):
+        """`fn(req)` in a worker of the request's lane (`fn` is module-level: it is pickled), after admission."""
         with self.slot():
             if not self.workers:
-                return await run_in_threadpool(fn, *args)
-            if self._idle_queue is None:  # made in the event loop that runs the merges
-                self._idle_queue = asyncio.Queue()
-                for worker in self._idle:
-                    self._idle_queue.put_nowait(worker)
-            for _ in range(2):
-                worker = await self._idle_queue.get()
-                try:
-                    return await worker.call(fn, args)
-                except WorkerDied:
-                    worker = self._replace(worker)
-                except BaseException:  # cancelled mid-call: its answer would meet the next request
-                    worker = self._replace(worker)
-                    raise
-                finally:
-                    self._idle_queue.put_nowait(worker)
-            raise APIError(500, "the merge worker died twice on this request (out of memory?); it was not served")
+                return await run_in_threadpool(fn, req)
+            return await self.lane(req).call(fn, (req,))
 
-    def _replace(self, dead: _Worker) -> _Worker:
-        dead.close()
-        # Reaped apart (waitpid holds no GIL): a worker cancelled mid-call may take a moment to go.
-        threading.Thread(target=dead.stop, daemon=True, name="editapply-merge-reaper").start()
-        fresh = _Worker(self._ctx)
-        self._all = [fresh if w is dead else w for w in self._all]
-        return fresh
+    def lane(self, req: ApplyRequest) -> _Lane:
+        texts = (req.initial_code, req.edit_snippet or "")
+        return self.heavy if any(text.count("\n") > HEAVY_LINES for text in texts) else self.light
 
     def load(self) -> dict:
-        return {"merge_workers": self.workers, "merges_in_flight": self.in_flight}
+        return {"merge_workers": len(self.light.workers) + len(self.heavy.workers), "merges_in_flight": self.in_flight}
 
     def close(self) -> None:
-        for worker in self._all:
-            with suppress(Exception):
-                worker.stop()
+        self.light.close()
+        self.heavy.close()

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
+import httpx
 import psutil
 import pytest
 
-from engine.server.workers import NICENESS
+from engine.server.workers import HEAVY_LINES, HEAVY_WORKERS, NICENESS
 from tests.server.test_errors import CHAT, HI, error_of
 
 BIG = 3_000_000
@@ -77,8 +80,8 @@ def test_merges_run_in_niced_worker_processes(client, live):
     r = client.post("/v1/apply", json={"initial_code": "x = 1\ny = 1\n", "edit_snippet": "x = 2\ny = 1\n",
                                        "path": "a.py", "mode": "deterministic"})
     assert r.status_code == 200 and r.json()["merged_code"] == "x = 2\ny = 1\n"
-    assert len(merge_workers()) == live.settings.merge_workers
-    assert "editapply_merge_workers 1.0" in client.get("/metrics").text
+    assert len(merge_workers()) == live.settings.merge_workers + HEAVY_WORKERS
+    assert f"editapply_merge_workers {live.settings.merge_workers + HEAVY_WORKERS:.1f}" in client.get("/metrics").text
 
 
 def test_a_full_merge_pool_is_503_while_chat_is_served(client, live):
@@ -96,13 +99,77 @@ def test_a_full_merge_pool_is_503_while_chat_is_served(client, live):
 def test_a_killed_merge_worker_is_replaced(client, live):
     apply = {"initial_code": "x = 1\ny = 1\n", "edit_snippet": "x = 2\ny = 1\n", "path": "a.py", "mode": "deterministic"}
     assert client.post("/v1/apply", json=apply).status_code == 200
-    killed = merge_workers()
-    assert killed
-    for worker in killed:
-        os.kill(worker.pid, signal.SIGKILL)
+    light = live.app.state.editapply.merges.light
+    killed = [w.process.pid for w in light.workers]
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
     r = client.post("/v1/apply", json=apply)
     assert r.status_code == 200 and r.json()["merged_code"] == "x = 2\ny = 1\n"
-    assert {p.pid for p in merge_workers()}.isdisjoint(p.pid for p in killed)
+    assert {w.process.pid for w in light.workers}.isdisjoint(killed)
+
+
+# ---- issue 31, item 1: a long merge neither holds up a short one nor outlives its client ----------
+
+SMALL = {"initial_code": "x = 1\ny = 1\n", "edit_snippet": "x = 2\ny = 1\n", "path": "a.py", "mode": "deterministic"}
+
+
+def long_apply() -> tuple[dict, str]:
+    """A whole-file answer over HEAVY_LINES lines with one line changed, and the file it gives."""
+    code = "".join(f"v{i} = {i}\n" for i in range(HEAVY_LINES + 500))
+    merged = code.replace("v7 = 7\n", "v7 = 8\n")
+    return {"initial_code": code, "edit_snippet": merged, "path": "long.py", "mode": "deterministic"}, merged
+
+
+@contextmanager
+def stopped(pid: int):
+    """The process stopped (SIGSTOP) for the block: a merge sent to it cannot end meanwhile."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        if psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGCONT)
+
+
+def wait_for(condition, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still waiting for {what} after {timeout} s")
+        time.sleep(0.02)
+
+
+def test_a_short_merge_is_served_while_a_long_one_runs(client, live):
+    """The long apply's worker is held (stopped) so that it is still running whatever the
+    machine's speed; the two-line apply sent after it is served meanwhile, from the other lane."""
+    merges = live.app.state.editapply.merges
+    body, merged = long_apply()
+    with live.client() as other, ThreadPoolExecutor(1) as pool:
+        with stopped(merges.heavy.workers[0].process.pid):
+            long = pool.submit(other.post, "/v1/apply", json=body)
+            wait_for(lambda: merges.in_flight == 1, "the long merge to be admitted")
+            r = client.post("/v1/apply", json=SMALL)
+            assert r.status_code == 200 and r.json()["merged_code"] == "x = 2\ny = 1\n"
+            assert not long.done()
+        r = long.result()
+    assert r.status_code == 200 and r.json()["merged_code"] == merged
+
+
+def test_a_client_that_leaves_during_a_merge_frees_its_worker(live):
+    """The client gives up (a 1 s timeout) while its merge is held: past `ABANDON_S` the worker
+    is killed and replaced, and the next long apply is served by the new one."""
+    merges = live.app.state.editapply.merges
+    body, merged = long_apply()
+    pid = merges.heavy.workers[0].process.pid
+    with stopped(pid), httpx.Client(base_url=live.url, timeout=1) as impatient:
+        with pytest.raises(httpx.TimeoutException):
+            impatient.post("/v1/apply", json=body)
+        wait_for(lambda: not psutil.pid_exists(pid), "the abandoned merge's worker to be killed")
+    wait_for(lambda: merges.in_flight == 0, "the abandoned merge to leave the pool")
+    assert merges.heavy.workers[0].process.pid != pid
+    with live.client() as client:
+        r = client.post("/v1/apply", json=body)
+    assert r.status_code == 200 and r.json()["merged_code"] == merged
 
 
 # ---- 6. the small items -------------------------------------------------------------------------------
