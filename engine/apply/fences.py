@@ -34,6 +34,8 @@ _PATH = r"(?:[\w.@-]+/)*[\w@-][\w.@-]*\.[A-Za-z][\w]{0,9}|Makefile|Dockerfile"
 _INFO_PATH = re.compile(rf"(?:^|[\s:])(?:(?:title|file|filename|path)=)?[\"']?({_PATH})[\"']?(?:$|\s)")
 _COMMENT_PATH = re.compile(
     rf"^\s*(?:#|//|--|;|/\*|<!--)\s*(?:(?:file|filename|filepath|path)\s*:\s*)?`?({_PATH})`?\s*(?:\*/|-->)?\s*$", re.I)
+# A sentence of a word or two: a capital, letters, and its end ("Sure!", "Done.", "Got it.").
+_SHORT_SENTENCE = re.compile(r"[A-Z][a-z']*(?:,? [A-Za-z']+)?[!.?]")
 _PROSE_PATH = re.compile(rf"(?:`|\*\*)({_PATH})(?:`|\*\*)")
 # Files named in prose that are no source language of ours (`Reader.prototype.peek` is no file).
 _OTHER_FILES = frozenset(".md .txt .rst .json .yaml .yml .toml .cfg .ini .html .css .scss .xml .sql .sh .lock".split())
@@ -47,12 +49,13 @@ class Block:
 
 
 def is_prose(line: str) -> bool:
-    """A line of chat prose ("Here is the updated function:") rather than code."""
+    """A line of chat prose ("Here is the updated function:", "Sure!") rather than code."""
     text = line.strip()
     if not text or line[0] in " \t" or text[-1] in "{}[](),;=\\":
         return False
     words = text.split()
-    return len(words) >= 3 or (text.endswith(":") and text[0].isupper() and not any(c in text for c in "()=[]"))
+    return (len(words) >= 3 or _SHORT_SENTENCE.fullmatch(text) is not None
+            or (text.endswith(":") and text[0].isupper() and not any(c in text for c in "()=[]")))
 
 
 def same_file(hint: str, path: str) -> bool:

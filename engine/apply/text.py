@@ -79,6 +79,16 @@ def indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
+def original_span(start: int, end: int) -> str:
+    """Original rows [start, end) (0-based) as a reason names them: "original line 5", "original
+    lines 5-9", or where there are none, the place between two lines."""
+    if end - start == 1:
+        return f"original line {start + 1}"
+    if end > start:
+        return f"original lines {start + 1}-{end}"
+    return f"the place after original line {start}" if start else "the top of the original"
+
+
 def line_matcher(a, b) -> SequenceMatcher:
     """difflib's matcher over two sequences of lines, its matching blocks computed on the part
     between their common prefix and suffix only.

@@ -41,7 +41,7 @@ from engine.apply.anchor import normalize
 from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.merge import MergeResult
 from engine.apply.snippet import Snippet, parse_snippet
-from engine.apply.text import line_matcher, split_lines
+from engine.apply.text import line_matcher, original_span, split_lines
 
 MASS_DELETION = 0.30  # fraction of the original's lines
 
@@ -245,7 +245,7 @@ def _sure_lines_changed(text: str, merge: MergeResult) -> list[Problem]:
             continue
         if "\n" + "\n".join(merge.placed_lines(report)) + "\n" not in haystack:
             return [Problem("sure_lines_changed", f"the lines the merge placed for snippet segment {report.segment + 1} "
-                            f"(original lines {report.start + 1}-{report.end}), with nothing in doubt, are not in the "
+                            f"({original_span(report.start, report.end)}), with nothing in doubt, are not in the "
                             "result as they are")]
     return []
 
@@ -270,10 +270,10 @@ def _unexplained_changes(original: str, text: str, snippet: Snippet) -> list[Pro
         above = next((normalize(l) for l in reversed(b[:j1]) if l.strip()), None)
         below = next((normalize(l) for l in b[j2:] if l.strip()), None)
         if removed and (above, below) not in adjacent and not any(line in new for line in added):
-            return [Problem("unexplained_change", f"original lines {i1 + 1}-{i2} are gone, but the snippet neither shows "
+            return [Problem("unexplained_change", f"{original_span(i1, i2)} {'is' if i2 - i1 == 1 else 'are'} gone, but the snippet neither shows "
                             "the lines around them together nor puts new lines there", line=i1 + 1)]
         if op in ("replace", "insert") and any(line not in ours for line in added):
             first = next(line for line in added if line not in ours)
             return [Problem("unexplained_change", f"the result has lines the snippet does not (first: {first[:80]!r}) "
-                            f"where the original has lines {i1 + 1}-{i2}", line=i1 + 1)]
+                            f"at {original_span(i1, i2)}", line=i1 + 1)]
     return []

@@ -56,6 +56,14 @@ def test_an_unfenced_snippet_labelled_with_its_path():
     assert excerpts(snippet, "typescript", "src/other.ts")[0] == [["// src/app.ts", "export const x = 2;"]]
 
 
+@pytest.mark.parametrize("opening", ["Sure!", "Done.", "Got it.", "Okay, here:"])
+def test_a_short_sentence_before_the_fence_is_prose(opening):
+    """Issue 32, item 5: "Sure!" then a fenced block was merged with its fence as code."""
+    answer = f"{opening}\n```python\ndef main():\n    return 1\n```\n"
+    assert excerpts(answer, "python", "app.py") == ([["def main():", "    return 1"]], True)
+    assert merge(APP, answer, "python", "app.py").text == APP.replace("return 0", "return 1")
+
+
 @pytest.mark.parametrize("hint, path, same", [("app.py", "src/app.py", True), ("src/app.py", "app.py", True),
                                                ("./src/app.py", "src/app.py", True), ("app.py", "src/apps.py", False)])
 def test_same_file(hint, path, same):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from engine.apply import merge, validate
-from engine.apply.validate import syntax_errors
+from engine.apply import merge, parse_snippet, validate
+from engine.apply.text import original_span
+from engine.apply.validate import _unexplained_changes, syntax_errors
 
 
 def test_a_clean_merge_validates(shapes_py):
@@ -76,3 +77,17 @@ def test_a_fragment_reaching_one_end_keeps_the_rest(shapes_py):
     result = merge(shapes_py, "".join(lines[:16]).replace("return self.w * self.h", "return 0"), "python")
     assert "implied_marker" in [p.name for p in result.problems]
     assert result.text == shapes_py.replace("return self.w * self.h", "return 0")
+
+
+def test_a_reason_names_an_insertion_by_the_line_it_follows():
+    """Issue 32, item 9: a line the snippet does not have, inserted, was reported "where the
+    original has lines 3-2"."""
+    snippet = parse_snippet("# ... existing code ...\nb = 2\n# ... existing code ...\n", "python")
+    problems = _unexplained_changes("a = 1\nb = 2\nc = 3\n", "a = 1\nb = 2\nstray = 0\nc = 3\n", snippet)
+    assert [p.name for p in problems] == ["unexplained_change"]
+    assert problems[0].reason.endswith("(first: 'stray = 0') at the place after original line 2"), problems
+
+
+def test_original_span():
+    assert [original_span(*r) for r in ((4, 5), (4, 9), (4, 4), (0, 0))] == [
+        "original line 5", "original lines 5-9", "the place after original line 4", "the top of the original"]
