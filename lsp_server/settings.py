@@ -83,23 +83,23 @@ def parse(raw: Any) -> tuple[Settings, list[str]]:
     if raw is None:
         return DEFAULTS, []
     if not isinstance(raw, dict):
-        return DEFAULTS, [f"editapply settings must be an object, got {_show(raw)}; using the defaults"]
+        return DEFAULTS, [f"settings must be an object, got {_show(raw)}; using the defaults"]
     values: dict[str, Any] = {}
-    problems = [f"unknown editapply setting {key!r} ignored (known: {', '.join(KEYS)})" for key in raw if key not in KEYS]
+    problems = [f"unknown setting {key!r} ignored (known: {', '.join(KEYS)})" for key in raw if key not in KEYS]
     for key, name in KEYS.items():
         if raw.get(key) is None:
             continue
         value, error = _check(key, raw[key])
         if error:
             default = getattr(DEFAULTS, name)
-            problems.append(f"editapply setting {key}: {error}, got {_show(raw[key])}; using "
+            problems.append(f"setting {key}: {error}, got {_show(raw[key])}; using "
                             f"{'the default' if default is None else repr(default)}")
         else:
             values[name] = value
     if "engine" not in values and values.get("engine_url"):
         values["engine"] = "remote"
     if values.get("engine") == "remote" and not values.get("engine_url"):
-        problems.append("editapply setting engine: 'remote' needs engineUrl; using the local engine")
+        problems.append("setting engine: 'remote' needs engineUrl; using the local engine")
         values["engine"] = "local"
     return Settings(**values), problems
 

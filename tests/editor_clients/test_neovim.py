@@ -131,6 +131,78 @@ def test_preview_then_reject(nvim: Path, tmp_path: Path):
     assert report["windows_after"] == 1
 
 
+# ---- issue 32: what a new user hits first ---------------------------------------------------------
+
+def test_help_editapply_opens_the_shipped_help(nvim: Path, tmp_path: Path):
+    """Item 10: `:help editapply` finds doc/tags (shipped, and what :helptags makes of the doc)."""
+    report = run_spec(nvim, "help", tmp_path)
+    assert report["help"]["name"].endswith("doc/editapply.txt") and "*editapply*" in report["help"]["line"]
+    doc = tmp_path / "doc"
+    doc.mkdir()
+    (doc / "editapply.txt").write_bytes((CLIENTS / "nvim" / "doc" / "editapply.txt").read_bytes())
+    subprocess.run([nvim, "--headless", "-u", "NONE", "-c", f"helptags {doc}", "-c", "q"], check=True, timeout=60)
+    assert (doc / "tags").read_text() == (CLIENTS / "nvim" / "doc" / "tags").read_text(), "run :helptags on the doc"
+
+
+def test_the_readme_s_plain_neovim_block_works_as_pasted(nvim: Path, tmp_path: Path):
+    """Item 11: the README's block without the plugin, run as one chunk: the snippet in register
+    "s" reaches the buffer (the command is sent once the client is attached, in on_attach)."""
+    readme = (CLIENTS.parent / "README.md").read_text()
+    code = readme.split("plain\nNeovim 0.11+ needs no plugin:\n\n```lua\n", 1)[1].split("```", 1)[0]
+    case = dev_case("tj/commander.js@019499bfc3")
+    file = write_case(tmp_path, case)
+    venv_bin = str(Path(EDITAPPLY).parent)
+    report = run_spec(nvim, "readme", tmp_path, env={"PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"},
+                      file=str(file), snippet=case["update_snippet"], code=code)
+    assert text(report["after"]) == case["expected"]
+
+
+def test_enable_with_a_missing_command_says_so(nvim: Path, tmp_path: Path):
+    """Item 12: vim.lsp.enable() with a server command that is not there only logs it; the plugin
+    says it when a buffer of its filetypes opens, once."""
+    file = write(tmp_path, "app.py", "x = 1\n")
+    report = run_spec(nvim, "enable", tmp_path, file=str(file), cmd=[str(tmp_path / "no" / "editapply"), "lsp"])
+    assert report["clients"] == 0
+    said = errors(report)
+    assert len(said) == 1 and "is not an executable (not on PATH)" in said[0] and "setup({ cmd" in said[0]
+
+
+def test_no_clipboard_provider_is_named_with_what_to_do(nvim: Path, tmp_path: Path):
+    """Item 13: without a clipboard provider, :EditApply says so (not "register + is empty"), and
+    :checkhealth editapply warns about it."""
+    file = write(tmp_path, "app.py", "x = 1\n")
+    no_display = {"DISPLAY": "", "WAYLAND_DISPLAY": "", "TMUX": ""}
+    report = run_spec(nvim, "no_clipboard", tmp_path, env=no_display, file=str(file), no_clipboard=True)
+    warnings = [m["message"] for m in report["messages"] if m["level"] >= 3]
+    assert len(warnings) == 1 and "no clipboard provider" in warnings[0] and ":'<,'>EditApply" in warnings[0]
+    assert text(report["after"]) == "x = 1\n"
+    (tmp_path / "health").mkdir()
+    report = run_spec(nvim, "health", tmp_path / "health", env=no_display, no_clipboard=True, cmd=[EDITAPPLY, "lsp"])
+    assert "WARNING no clipboard provider" in "\n".join(report["health"])
+
+
+def test_a_selection_applied_to_a_file_not_loaded(nvim: Path, tmp_path: Path):
+    """Item 14: `:'<,'>EditApply src/file` for a file no buffer holds: it is loaded (listed) and
+    the edit applied to it, unsaved."""
+    case = dev_case("golang/groupcache@80d38305e5")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "file_target", tmp_path, file=str(file), snippet=case["update_snippet"], cmd=[EDITAPPLY, "lsp"])
+    assert errors(report) == []
+    assert text(report["after"]) == case["expected"] and report["listed"] is True
+    assert file.read_text(encoding="utf-8") == case["original"]
+
+
+def test_a_long_status_keeps_the_preview_keys_in_sight(nvim: Path, tmp_path: Path):
+    """Item 15: in a narrow window the winbar starts with its keys and cuts the status at its end
+    (the whole status is a message; the file's name, shown where there is room, is left out)."""
+    file = write(tmp_path, "app.py", "def area(w, h):\n    return w * h\n")
+    report = run_spec(nvim, "narrow", tmp_path, file=str(file), snippet="def area(w, h:\n    return w * h * 2\n",
+                      columns=50, cmd=[EDITAPPLY, "lsp"], settings=DETERMINISTIC)
+    assert report["winbar"].startswith("a accept · q reject · ")
+    assert report["winbar"].endswith("…") and len(report["winbar"]) <= report["width"]
+    assert any(m["message"].startswith("editapply: preview of ") for m in report["messages"])
+
+
 def test_ask_streams_into_a_split(nvim: Path, tmp_path: Path, ci_model_dir):
     """`:EditApplyAsk`: the model's answer fills a markdown split; progress reports came with token
     figures, and the statusline function showed them meanwhile. Engine: local CI model."""

@@ -265,9 +265,10 @@ async def test_bad_settings_show_a_message_and_take_the_defaults(client: Languag
     status = await editor.execute("editapply.status", {})
     assert status["settings"]["mode"] == "auto" and status["settings"]["max_tokens"] is None
     messages = [m.message for m in client.messages]
-    assert any("mode: must be one of auto, model, deterministic, got 'fast'; using 'auto'" in m for m in messages)
+    # Issue 32, item 15: one "editapply:" (it read "editapply: editapply setting mode: ...").
+    assert "editapply: setting mode: must be one of auto, model, deterministic, got 'fast'; using 'auto'" in messages
     assert any("maxTokens: must be a positive integer, got -1; using the default" in m for m in messages)
-    assert any("unknown editapply setting 'colour'" in m for m in messages)
+    assert any("unknown setting 'colour'" in m for m in messages)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"mode": None, "maxTokens": None, "colour": None}))
 

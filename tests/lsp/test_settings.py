@@ -34,13 +34,13 @@ def test_bad_values_name_the_key_and_take_the_default():
                                 "model": "", "engine": "gpu"})
     assert settings == DEFAULTS
     assert problems == [
-        "editapply setting engine: must be one of local, remote, got 'gpu'; using 'local'",
-        "editapply setting model: must be a non-empty string, got ''; using the default",
-        "editapply setting engineUrl: must be an http(s) URL such as http://127.0.0.1:8000, got 'localhost:8000'; "
+        "setting engine: must be one of local, remote, got 'gpu'; using 'local'",
+        "setting model: must be a non-empty string, got ''; using the default",
+        "setting engineUrl: must be an http(s) URL such as http://127.0.0.1:8000, got 'localhost:8000'; "
         "using the default",
-        "editapply setting mode: must be one of auto, model, deterministic, got 'fast'; using 'auto'",
-        "editapply setting promptForm: must be one of rewrite, draft, got 3; using the default",
-        "editapply setting maxTokens: must be a positive integer, got 0; using the default",
+        "setting mode: must be one of auto, model, deterministic, got 'fast'; using 'auto'",
+        "setting promptForm: must be one of rewrite, draft, got 3; using the default",
+        "setting maxTokens: must be a positive integer, got 0; using the default",
     ]
 
 
@@ -54,8 +54,8 @@ def test_remote_without_a_url_falls_back_to_local():
 
 
 def test_unknown_keys_and_non_objects_are_reported():
-    assert parse({"colour": 1})[1] == [f"unknown editapply setting 'colour' ignored (known: {', '.join(KEYS)})"]
-    assert parse([1])[1] == ["editapply settings must be an object, got [1]; using the defaults"]
+    assert parse({"colour": 1})[1] == [f"unknown setting 'colour' ignored (known: {', '.join(KEYS)})"]
+    assert parse([1])[1] == ["settings must be an object, got [1]; using the defaults"]
 
 
 def test_updates_merge_and_null_restores_the_default():
@@ -76,5 +76,5 @@ def test_the_vllm_backend_and_its_url():
     assert problems == [] and (settings.backend, settings.vllm_url) == ("vllm", "http://gpu-host:8001")
     assert settings.engine_key() != DEFAULTS.engine_key() and "on vLLM at http://gpu-host:8001" in settings.describe()
     settings, problems = parse({"backend": "tgi", "vllmUrl": "gpu-host"})
-    assert settings == DEFAULTS and [p.split(":")[0] for p in problems] == ["editapply setting backend",
-                                                                             "editapply setting vllmUrl"]
+    assert settings == DEFAULTS and [p.split(":")[0] for p in problems] == ["setting backend",
+                                                                             "setting vllmUrl"]

@@ -24,3 +24,24 @@ vim.api.nvim_create_user_command("EditApplyAsk", apply("ask"), {
 vim.api.nvim_create_user_command("EditApplyCancel", function()
   require("editapply").cancel()
 end, { desc = "editapply: cancel what the server runs for this editor" })
+
+-- vim.lsp.enable() only logs a server command it cannot run (:LspLog); say it once where the
+-- user looks, when a buffer the server would start for opens.
+local warned = false
+vim.api.nvim_create_autocmd("FileType", {
+  group = vim.api.nvim_create_augroup("editapply.command", {}),
+  callback = function(ev)
+    if warned or not (vim.lsp.is_enabled and vim.lsp.is_enabled("editapply")) then
+      return
+    end
+    local config = vim.lsp.config.editapply
+    if not config or type(config.cmd) ~= "table" or not vim.tbl_contains(config.filetypes or {}, vim.bo[ev.buf].filetype)
+        or vim.fn.executable(config.cmd[1]) == 1 then
+      return
+    end
+    warned = true
+    vim.notify(("editapply: `%s` is not an executable (not on PATH), so the language server cannot start: install "
+      .. "editapply, or require('editapply').setup({ cmd = { '/path/to/.venv/bin/editapply', 'lsp' } }) "
+      .. "(:checkhealth editapply)"):format(config.cmd[1]), vim.log.levels.ERROR)
+  end,
+})

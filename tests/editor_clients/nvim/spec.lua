@@ -17,6 +17,12 @@
 --   readings_preview      :EditApplyPreview, reading `pick` chosen: its diff, then `a`
 --   readings_code_action  the server's code action on a chat file's fenced block (`chat`, the
 --                         cursor on line `chat_line`), reading `pick` chosen
+--   help       :help editapply
+--   enable     setup() with `cmd` and enable, then the file opened (a missing command is said)
+--   no_clipboard  :EditApply with no clipboard provider (config.no_clipboard: no fake one)
+--   file_target   a chat buffer's selection, :'<,'>EditApply {file} for a file not loaded yet
+--   narrow     :EditApplyPreview in a window `columns` wide
+--   readme     the README's plain-Neovim block (`code`), the snippet in register "s"
 local scenario, config_path = arg[1], arg[2]
 local config = vim.json.decode(table.concat(vim.fn.readfile(config_path), "\n"))
 local TIMEOUT_MS = 60000
@@ -30,11 +36,13 @@ end
 
 -- A clipboard as a desktop has one (headless Neovim has no provider).
 local clipboard = { {}, "v" }
-vim.g.clipboard = {
-  name = "spec",
-  copy = { ["+"] = function(lines, regtype) clipboard = { lines, regtype } end, ["*"] = function() end },
-  paste = { ["+"] = function() return clipboard end, ["*"] = function() return { {}, "v" } end },
-}
+if not config.no_clipboard then
+  vim.g.clipboard = {
+    name = "spec",
+    copy = { ["+"] = function(lines, regtype) clipboard = { lines, regtype } end, ["*"] = function() end },
+    paste = { ["+"] = function() return clipboard end, ["*"] = function() return { {}, "v" } end },
+  }
+end
 
 -- What the plugin tells the user.
 vim.notify = function(message, level)
@@ -73,6 +81,31 @@ require("editapply").setup({ cmd = config.cmd, settings = config.settings or {},
 if scenario == "health" then
   vim.cmd("checkhealth editapply")
   return finish({ health = vim.api.nvim_buf_get_lines(0, 0, -1, false) })
+end
+
+if scenario == "help" then
+  vim.cmd("help editapply")
+  return finish({ help = { name = vim.api.nvim_buf_get_name(0), line = vim.api.nvim_get_current_line() } })
+end
+
+if scenario == "enable" then
+  vim.cmd("filetype on") -- as in any user's Neovim (-u NONE leaves it off); vim.lsp.enable needs it
+  require("editapply").setup({ cmd = config.cmd, enable = true })
+  vim.cmd.edit(vim.fn.fnameescape(config.file))
+  vim.wait(2000, failed, 20)
+  return finish({ clients = #vim.lsp.get_clients({ name = "editapply", _uninitialized = true }) })
+end
+
+if scenario == "readme" then
+  vim.cmd.edit(vim.fn.fnameescape(config.file))
+  local target = vim.api.nvim_get_current_buf()
+  vim.fn.setreg("s", config.snippet)
+  local ok, err = pcall(assert(loadstring(config.code)))
+  if not ok then
+    return finish({ error = "the README's block failed: " .. tostring(err) })
+  end
+  local timeout = wait("the README's apply", function() return vim.bo[target].modified end)
+  return finish(timeout or { after = buffer(target) })
 end
 
 vim.cmd.edit(vim.fn.fnameescape(config.file))
@@ -114,6 +147,32 @@ if scenario == "selection" then
   vim.cmd("'<,'>EditApply")
   local timeout = wait("the apply", function() return said("applied") or failed() end)
   return finish(timeout or { after = buffer(target), chat = buffer(chat) })
+end
+
+if scenario == "no_clipboard" then
+  vim.cmd("EditApply")
+  return finish({ after = buffer(target) })
+end
+
+if scenario == "file_target" then
+  -- The file's buffer is wiped: :'<,'>EditApply names the file, which is loaded for the edit.
+  vim.cmd("enew")
+  vim.cmd.bwipeout(target)
+  local chat = vim.api.nvim_get_current_buf()
+  vim.api.nvim_buf_set_lines(chat, 0, -1, false, vim.split(config.snippet, "\n", { trimempty = true }))
+  vim.cmd("normal! ggVG\27")
+  vim.cmd("'<,'>EditApply " .. vim.fn.fnameescape(config.file))
+  local timeout = wait("the apply", function() return said("applied") or failed() end)
+  local buf = vim.fn.bufnr(config.file)
+  return finish(timeout or { after = buf > 0 and buffer(buf) or nil, listed = buf > 0 and vim.bo[buf].buflisted })
+end
+
+if scenario == "narrow" then
+  vim.o.columns = config.columns
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApplyPreview")
+  local timeout = wait("the preview window", function() return vim.bo.filetype == "diff" end)
+  return finish(timeout or { winbar = vim.wo.winbar, width = vim.api.nvim_win_get_width(0) })
 end
 
 if scenario == "preview" or scenario == "reject" then

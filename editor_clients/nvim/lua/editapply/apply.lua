@@ -26,12 +26,17 @@ local function is_target(buf, from)
   return buf > 0 and buf ~= from and vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == ""
 end
 
---- The buffer a selection is applied to: `name` (a buffer number or name), else the previous
---- window's buffer, else the alternate buffer.
+--- The buffer a selection is applied to: `name` (a buffer number or name, or a file, which is
+--- loaded), else the previous window's buffer, else the alternate buffer.
 local function other_buffer(name, from)
   if name ~= "" then
     local buf = vim.fn.bufnr(tonumber(name) or name)
-    return is_target(buf, from) and buf or nil, ("no loaded buffer %q to apply to"):format(name)
+    if buf < 0 and not tonumber(name) and vim.fn.filereadable(name) == 1 then
+      buf = vim.fn.bufadd(name)
+      vim.bo[buf].buflisted = true
+      vim.fn.bufload(buf)
+    end
+    return is_target(buf, from) and buf or nil, ("no buffer or readable file %q to apply to"):format(name)
   end
   for _, buf in ipairs({ vim.fn.winbufnr(vim.fn.winnr("#")), vim.fn.bufnr("#") }) do
     if is_target(buf, from) then
@@ -58,6 +63,11 @@ function M.resolve(opts)
     return target and { target = target, snippet = selection(opts) }, why
   end
   local register = opts.args ~= "" and opts.args or editapply.config.register
+  if (register == "+" or register == "*") and vim.fn.has("clipboard") == 0 then
+    return nil, ("register %s is the clipboard, and Neovim has no clipboard provider (:help clipboard): install "
+      .. "xclip, xsel or wl-clipboard, name another register (:EditApply a), or select the snippet and "
+      .. ":'<,'>EditApply"):format(register)
+  end
   local ok, snippet = pcall(vim.fn.getreg, register)
   if not ok or type(snippet) ~= "string" or vim.trim(snippet) == "" then
     return nil, ("register %s is empty: yank the snippet into it first"):format(register)
@@ -207,7 +217,19 @@ local function show_preview(target, result, diff, merged, status)
   local buf, win = scratch("editapply://preview/" .. file(target), "diff", lines)
   vim.api.nvim_win_set_height(win, math.min(#lines + 1, math.floor(vim.o.lines * 0.6)))
   vim.wo[win].number, vim.wo[win].relativenumber, vim.wo[win].signcolumn = false, false, "no"
-  vim.wo[win].winbar = ("editapply preview of %s · %s · a accept · q reject"):format(file(target), status)
+  -- The keys, the status, the file where there is room: a status longer than the window is cut
+  -- at its end (Neovim would cut the winbar's left end) and also given as a message. The winbar
+  -- is a 'statusline' format: % doubled.
+  local width, keys = vim.api.nvim_win_get_width(win), "a accept · q reject · "
+  local room = width - vim.fn.strdisplaywidth(keys)
+  local bar = keys .. status
+  if vim.fn.strdisplaywidth(status) > room then
+    bar = keys .. vim.fn.strcharpart(status, 0, math.max(room - 1, 0)) .. "…"
+    notify("preview of " .. file(target) .. ": " .. status)
+  elseif vim.fn.strdisplaywidth(bar .. " · editapply preview of " .. file(target)) <= width then
+    bar = bar .. " · editapply preview of " .. file(target)
+  end
+  vim.wo[win].winbar = bar:gsub("%%", "%%%%")
   local function close()
     if vim.api.nvim_win_is_valid(win) then
       vim.api.nvim_win_close(win, true)

@@ -112,6 +112,19 @@ function M.check()
   end
 
   local editapply = require("editapply")
+  local register = editapply.config.register
+  if register == "+" or register == "*" then
+    if vim.fn.has("clipboard") == 1 then
+      local ok, name = pcall(vim.fn["provider#clipboard#Executable"])
+      vim.health.ok(("clipboard provider for :EditApply's register %s: %s"):format(register,
+        ok and name ~= "" and name or "found"))
+    else
+      vim.health.warn(("no clipboard provider: :EditApply reads register %s, the clipboard"):format(register), {
+        "Install xclip, xsel or wl-clipboard (:help clipboard)",
+        "or set another register: require('editapply').setup({ register = 'a' }); a selection works without one",
+      })
+    end
+  end
   local config = editapply.lsp_config()
   if not config or not config.cmd then
     vim.health.error("no `editapply` LSP config: lsp/editapply.lua is not on 'runtimepath'",
