@@ -93,6 +93,6 @@ class ModelProgress:
         if self.token is None:
             return
         if exc_type is not None and not issubclass(exc_type, asyncio.CancelledError):
-            self.final = f"failed: {exc}"
+            self.final = "failed"  # why is the request's error
         self.ls.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=self.final))
         self.ls.work_done_progress.tokens.pop(self.token, None)

@@ -114,11 +114,12 @@ class EditApplyServer(LanguageServer):
                     raise
                 except (ApplyError, RequestError) as exc:
                     raise errors.CommandFailed(errors.BAD_INPUT, _one_line(exc)) from None
+                # Said once, by the request's error (both editors show it; a window/showMessage
+                # beside it made each failure appear two or three times).
                 except EngineUnavailable as exc:
-                    ls.show(f"{_one_line(exc)} (the next request tries again)")
-                    raise errors.CommandFailed(errors.ENGINE_UNAVAILABLE, _one_line(exc)) from None
+                    raise errors.CommandFailed(errors.ENGINE_UNAVAILABLE,
+                                               f"{_one_line(exc)} (the next request tries again)") from None
                 except EngineFailed as exc:
-                    ls.show(_one_line(exc))
                     raise errors.CommandFailed(errors.ENGINE_FAILED, _one_line(exc)) from None
                 finally:
                     ls.runs.pop(msg_id, None)

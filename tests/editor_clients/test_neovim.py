@@ -203,6 +203,18 @@ def test_a_long_status_keeps_the_preview_keys_in_sight(nvim: Path, tmp_path: Pat
     assert any(m["message"].startswith("editapply: preview of ") for m in report["messages"])
 
 
+def test_a_model_the_engine_cannot_load_is_said_once(nvim: Path, tmp_path: Path):
+    """Item 8: a model run with a model the engine cannot load fails with one message, which names
+    the presets (it came three times: the server's showMessage, the progress' end, the command's
+    error)."""
+    case = dev_case("tj/commander.js@019499bfc3")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "apply", tmp_path, file=str(file), snippet=case["update_snippet"], cmd=[EDITAPPLY, "lsp"],
+                      settings={"model": "qwen2.5-coder-7b", "mode": "model"})
+    said = [m["message"] for m in report["messages"] if "qwen2.5-coder-7b" in m["message"] or m["level"] >= ERROR]
+    assert len(said) == 1 and "not a preset (smollm2-135m" in said[0], report["messages"]
+
+
 def test_ask_streams_into_a_split(nvim: Path, tmp_path: Path, ci_model_dir):
     """`:EditApplyAsk`: the model's answer fills a markdown split; progress reports came with token
     figures, and the statusline function showed them meanwhile. Engine: local CI model."""

@@ -274,8 +274,8 @@ async def test_bad_settings_show_a_message_and_take_the_defaults(client: Languag
 
 
 async def test_engine_down(client: LanguageClient, editor: Editor):
-    """engineUrl at a closed port: a request that needs the model fails with a clear message (and
-    a window/showMessage), the server stays up, the deterministic path still works, and the next
+    """engineUrl at a closed port: a request that needs the model fails with a clear message, the
+    server stays up, the deterministic path still works, and the next
     request tries the engine again. Engine: remote, nothing listening."""
     port = closed_port()
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
@@ -287,8 +287,8 @@ async def test_engine_down(client: LanguageClient, editor: Editor):
         assert f"cannot reach the engine at http://127.0.0.1:{port}" in err.message
     err = await error_of(editor.execute("editapply.apply", {"uri": uri, "snippet": BROKEN, "mode": "model"}))
     assert err.data == {"reason": "engine_unavailable"}
-    assert sum("cannot reach the engine" in m.message and m.type == types.MessageType.Error
-               for m in client.messages) == 3
+    # Said once, in the error (issue 32, item 8: a window/showMessage beside it doubled it).
+    assert not any("cannot reach the engine" in m.message for m in client.messages)
     status = await editor.execute("editapply.status", {})
     assert status["engine"]["reachable"] is False and status["settings"]["engine"] == "remote"
     case = dev_case("golang/groupcache@e2abff3bea")

@@ -154,7 +154,9 @@ vim.api.nvim_create_autocmd("LspProgress", {
     elseif value.kind == "end" then
       local title = progress[token] and progress[token].title or "editapply"
       progress[token] = nil
-      vim.notify(title .. ": " .. (value.message or "done"))
+      if value.message ~= "failed" then -- a failure is the command's error, shown by M.failed
+        vim.notify(title .. ": " .. (value.message or "done"))
+      end
     end
     for _, listener in ipairs(M.progress_listeners) do
       listener(token, value)
