@@ -195,6 +195,16 @@ def test_model_progress_shows_and_cancels(code_server: CodeServer, tmp_path: Pat
     assert report["saved"] == case["original"]
 
 
+def test_show_server_status_is_a_page_closed_without_a_question(code_server: CodeServer, tmp_path: Path):
+    """Issue 32, item 7: "editapply: Show Server Status" opens a read-only page (it was an Untitled
+    document that asked to be saved on close): not dirty, the server's JSON, closed with no dialog."""
+    file = write(code_server, "status/app.py", "x = 1\n")
+    report = drive(code_server, "status", file, "", tmp_path)
+    assert "editapply status.json" in report["statusTab"] and report["statusDirty"] is False
+    assert '"version"' in report["statusText"] and report["dialogs"] == 0
+    assert report["saved"] == "x = 1\n"
+
+
 def write(server: CodeServer, relpath: str, text: str) -> Path:
     return write_case(server, {"path": relpath, "original": text})
 

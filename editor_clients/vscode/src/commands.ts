@@ -5,14 +5,16 @@
 // ways comes back unapplied with its readings (we told it `pickReadings`): they are offered here in
 // a pick list, and the chosen one is applied with `editapply.applyMerged`.
 import * as path from "node:path";
-import { env, ThemeIcon, Uri, ViewColumn, window, workspace } from "vscode";
+import { env, ThemeIcon, Uri, window, workspace } from "vscode";
 import type { QuickPickItem, TextEditor } from "vscode";
 import { ExecuteCommandRequest } from "vscode-languageclient/node";
 import type { LanguageClient } from "vscode-languageclient/node";
+import type { Pages } from "./pages";
 import { Previews } from "./preview";
 import type { Preview } from "./preview";
 import {
-  describeFailure, describeResult, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick, validationReasons,
+  describeFailure, describeResult, fenceLanguage, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
+  validationReasons,
 } from "./snippet";
 import type { Reading, Validation } from "./snippet";
 
@@ -142,7 +144,7 @@ export async function applySelectionToFile(client: Client, previews: Previews): 
   }
   const open = workspace.textDocuments.filter((d) => d.uri.toString() !== document.uri.toString() && ["file", "untitled"].includes(d.uri.scheme));
   const byPath = new Map(open.map((d) => [d.uri.path, d.uri]));
-  const ranked = rankTargets(namedFile(snippet), [...byPath.keys()]);
+  const ranked = rankTargets(namedFile(snippet), [...byPath.keys()], fenceLanguage(snippet));
   const browse = "$(folder-opened) Other file…";
   const picked = await window.showQuickPick(
     [...ranked.map((p) => ({ label: path.basename(p), description: label(byPath.get(p)!), uri: byPath.get(p) })),
@@ -203,7 +205,7 @@ export async function rejectPreview(previews: Previews, uri?: Uri): Promise<void
   if (shown !== undefined) await previews.close(shown.uri);
 }
 
-export async function ask(client: Client): Promise<void> {
+export async function ask(client: Client, pages: Pages): Promise<void> {
   const editor = activeEditor();
   if (editor === undefined) return;
   const question = await window.showInputBox({ title: `editapply: ask about ${label(editor.document.uri)}`,
@@ -211,15 +213,11 @@ export async function ask(client: Client): Promise<void> {
   if (!question?.trim()) return;
   const result = await run<{ answer: string }>(client, "editapply.ask", { question, uri: editor.document.uri.toString() });
   if (result === undefined) return;
-  const content = `**${question.trim()}**\n\n${result.answer}\n`;
-  await window.showTextDocument(await workspace.openTextDocument({ language: "markdown", content }),
-                                { viewColumn: ViewColumn.Beside, preview: true });
+  await pages.show(`editapply answer on ${path.basename(editor.document.uri.path)}.md`,
+                   `**${question.trim()}**\n\n${result.answer}\n`);
 }
 
-export async function showStatus(client: Client): Promise<void> {
+export async function showStatus(client: Client, pages: Pages): Promise<void> {
   const status = await run<object>(client, "editapply.status", {});
-  if (status !== undefined) {
-    await window.showTextDocument(await workspace.openTextDocument({ language: "json", content: JSON.stringify(status, null, 2) }),
-                                  { viewColumn: ViewColumn.Beside, preview: true });
-  }
+  if (status !== undefined) await pages.show("editapply status.json", JSON.stringify(status, null, 2) + "\n");
 }

@@ -6,6 +6,7 @@ import type { ExtensionContext, Uri } from "vscode";
 import type { LanguageClient } from "vscode-languageclient/node";
 import { API_KEY, sendSettings, startClient } from "./client";
 import * as editapply from "./commands";
+import { Pages } from "./pages";
 import { Previews } from "./preview";
 
 let client: LanguageClient | undefined;
@@ -13,7 +14,8 @@ let client: LanguageClient | undefined;
 export async function activate(context: ExtensionContext): Promise<void> {
   const output = window.createOutputChannel("editapply");
   const previews = new Previews();
-  context.subscriptions.push(output, previews);
+  const pages = new Pages();
+  context.subscriptions.push(output, previews, pages);
   const current = (): LanguageClient => {
     if (client === undefined) throw new Error("the editapply server is not running: run 'editapply: Restart Server'");
     return client;
@@ -40,8 +42,8 @@ export async function activate(context: ExtensionContext): Promise<void> {
   register("editapply.previewApply", () => editapply.preview(current, previews));
   register("editapply.acceptPreview", (uri) => editapply.acceptPreview(current, previews, uri as Uri | undefined));
   register("editapply.rejectPreview", (uri) => editapply.rejectPreview(previews, uri as Uri | undefined));
-  register("editapply.askAboutFile", () => editapply.ask(current));
-  register("editapply.showStatus", () => editapply.showStatus(current));
+  register("editapply.askAboutFile", () => editapply.ask(current, pages));
+  register("editapply.showStatus", () => editapply.showStatus(current, pages));
   register("editapply.restartServer", restart);
   register("editapply.setApiKey", async () => {
     const key = await window.showInputBox({ title: "editapply: API key for editapply.engineUrl", password: true,

@@ -57,20 +57,43 @@ export function namedFile(snippet: string): string | null {
   return comment ? comment[1] : null;
 }
 
+/** The language tag of a snippet's opening fence (```ts), lowercased; null without one. */
+export function fenceLanguage(snippet: string): string | null {
+  const first = splitLines(snippet.replace(/^\s*\n/, ""))[0]?.replace(/\r?\n$/, "") ?? "";
+  const tag = FENCE.exec(first)?.[2].trim().split(/\s+/)[0] ?? "";
+  return tag === "" || new RegExp(`^${PATH}$`).test(tag) ? null : tag.toLowerCase();
+}
+
+// A fence tag's file extensions (the tags chat models write; the server's languages).
+const EXTENSIONS: Record<string, string[]> = {
+  python: ["py", "pyi"], py: ["py", "pyi"], typescript: ["ts", "tsx", "mts", "cts"], ts: ["ts", "tsx", "mts", "cts"],
+  tsx: ["tsx"], javascript: ["js", "jsx", "mjs", "cjs"], js: ["js", "jsx", "mjs", "cjs"], jsx: ["jsx"],
+  go: ["go"], golang: ["go"], rust: ["rs"], rs: ["rs"], java: ["java"], c: ["c", "h"], cpp: ["cpp", "cc", "cxx", "hpp", "hh", "h"],
+  "c++": ["cpp", "cc", "cxx", "hpp", "hh", "h"], ruby: ["rb"], rb: ["rb"], csharp: ["cs"], cs: ["cs"], "c#": ["cs"],
+  sh: ["sh", "bash"], bash: ["sh", "bash"], shell: ["sh", "bash"], lua: ["lua"],
+};
+// Files a code snippet is seldom for: settings, docs, data.
+const NOT_CODE = new Set(["json", "jsonc", "md", "markdown", "txt", "rst", "yaml", "yml", "toml", "ini", "cfg", "lock", "log", "csv"]);
+
 /** `paths` ordered for a pick list: those ending with the named file first (the longest common
- * tail of path segments wins), then the others in their order. Paths use "/" separators. */
-export function rankTargets(name: string | null, paths: string[]): string[] {
-  if (name === null) return [...paths];
-  const wanted = name.split("/").filter((s) => s !== "" && s !== ".");
-  const score = (path: string): number => {
+ * tail of path segments wins), then files of the fence's `language`, then other code, then
+ * settings, docs and data; each group in the given order. Paths use "/" separators. */
+export function rankTargets(name: string | null, paths: string[], language: string | null = null): string[] {
+  const wanted = (name ?? "").split("/").filter((s) => s !== "" && s !== ".");
+  const named = (path: string): number => {
     const segments = path.split("/");
     let n = 0;
     while (n < wanted.length && segments[segments.length - 1 - n] === wanted[wanted.length - 1 - n]) n++;
     return n === 0 ? 0 : n === wanted.length ? 1000 + n : n;
   };
+  const extensions = language === null ? [] : EXTENSIONS[language] ?? [language];
+  const kind = (path: string): number => {
+    const extension = /\.([^./]+)$/.exec(path)?.[1].toLowerCase() ?? "";
+    return extensions.includes(extension) ? 2 : NOT_CODE.has(extension) ? 0 : 1;
+  };
   return paths
-    .map((path, i) => ({ path, i, s: score(path) }))
-    .sort((a, b) => b.s - a.s || a.i - b.i)
+    .map((path, i) => ({ path, i, named: named(path), kind: kind(path) }))
+    .sort((a, b) => b.named - a.named || b.kind - a.kind || a.i - b.i)
     .map((x) => x.path);
 }
 

@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import {
-  describeFailure, describeResult, diffLines, fencedBlockAt, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
+  describeFailure, describeResult, diffLines, fenceLanguage, fencedBlockAt, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
   validationReasons,
 } from "../src/snippet";
 
@@ -81,6 +81,24 @@ describe("rankTargets", () => {
   it("keeps the order when nothing is named or nothing matches", () => {
     assert.deepEqual(rankTargets(null, open), open);
     assert.deepEqual(rankTargets("main.go", open), open);
+  });
+
+  it("puts files of the fence's language next, settings and docs last (issue 32, item 6)", () => {
+    const files = ["/u/.config/Code/User/settings.json", "/w/README.md", "/w/app.py", "/w/src/cart.ts"];
+    assert.deepEqual(rankTargets(null, files, fenceLanguage("```ts\nexport const x = 1;\n```\n")),
+                     ["/w/src/cart.ts", "/w/app.py", "/u/.config/Code/User/settings.json", "/w/README.md"]);
+    assert.deepEqual(rankTargets(null, files), ["/w/app.py", "/w/src/cart.ts", "/u/.config/Code/User/settings.json",
+                                                "/w/README.md"]);
+    assert.deepEqual(rankTargets("README.md", files, "ts")[0], "/w/README.md");
+  });
+});
+
+describe("fenceLanguage", () => {
+  it("reads the opening fence's tag, not a path", () => {
+    assert.equal(fenceLanguage("```TypeScript title=\"a.ts\"\nx\n```"), "typescript");
+    assert.equal(fenceLanguage("\n~~~py\nx\n~~~"), "py");
+    assert.equal(fenceLanguage("```app.py\nx\n```"), null);
+    assert.equal(fenceLanguage("x = 1\n"), null);
   });
 });
 

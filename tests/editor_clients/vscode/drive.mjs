@@ -181,6 +181,19 @@ try {
     step("picked");
     await quickOpen(config.file);
     report.saved = await saveAndRead();
+  } else if (config.scenario === "status") {
+    // Show Server Status: a read-only page beside the file; closing it asks nothing.
+    await palette("editapply: Show Server Status");
+    const tab = page.locator(".tabs-container .tab.active", { hasText: "editapply status.json" });
+    await tab.waitFor();
+    report.statusTab = await tab.getAttribute("aria-label");
+    report.statusDirty = await page.locator(".tabs-container .tab.active.dirty").count() > 0;
+    report.statusText = await page.locator(".monaco-editor .view-lines").last().innerText();
+    await palette("View: Close Editor");
+    await tab.waitFor({ state: "detached" });
+    await page.waitForTimeout(500); // a save question would be up by now
+    report.dialogs = await page.locator(".monaco-dialog-box").count();
+    report.saved = disk();
   } else if (config.scenario === "invalidPreview") {
     // A merge that fails validation: the preview says why, in the server's words.
     await palette("editapply: Preview Apply");
