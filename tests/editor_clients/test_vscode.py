@@ -261,3 +261,17 @@ def test_preview_shows_why_validation_failed(code_server: CodeServer, tmp_path: 
     assert report["warning"].startswith("editapply: the merged text failed validation: ")
     assert reason in report["warning"], (reason, report["warning"])
     assert report["saved"] == SHAPES
+
+
+def test_the_validation_question_is_a_modal_that_cannot_be_missed(code_server: CodeServer, tmp_path: Path):
+    """Issue 32, item 2: Apply Clipboard of a snippet that breaks the syntax: the server's question
+    ("Apply anyway" / "Cancel") is a modal dialog with the reasons, not a notification that could
+    time out into the list while the apply waits. Cancel changes nothing and frees the file: the
+    next apply asks again, and "Apply anyway" applies it."""
+    file = write(code_server, "modal/shapes.py", SHAPES)
+    merged = apply_edit(None, ApplyRequest(initial_code=SHAPES, edit_snippet=BROKEN, language="python",
+                                           path="shapes.py", mode="deterministic")).merged_code
+    report = drive(code_server, "invalidApply", file, BROKEN, tmp_path)
+    assert report["modal"] is True and "modal/shapes.py failed validation: " in report["dialog"]
+    assert report["dirtyAfterCancel"] is False
+    assert report["saved"] == merged

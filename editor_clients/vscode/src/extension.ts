@@ -4,7 +4,7 @@
 import { commands, window, workspace } from "vscode";
 import type { ExtensionContext, Uri } from "vscode";
 import type { LanguageClient } from "vscode-languageclient/node";
-import { API_KEY, sendSettings, startClient } from "./client";
+import { API_KEY, sendSettings, startClient, StartFailed } from "./client";
 import * as editapply from "./commands";
 import { Pages } from "./pages";
 import { Previews } from "./preview";
@@ -29,8 +29,11 @@ export async function activate(context: ExtensionContext): Promise<void> {
       client = await startClient(context, output, (result) => editapply.applied(current, previews, result));
     } catch (error) {
       output.appendLine(`failed to start the server: ${String(error)}`);
-      void window.showErrorMessage(`editapply: the language server did not start (${String(error)}); ` +
-        "check editapply.server.command or editapply.server.pythonPath, then run 'editapply: Restart Server'");
+      if (!(error instanceof StartFailed)) { // the language client has said that one itself
+        void window.showErrorMessage(`editapply: the language server did not start (${error instanceof Error ?
+          error.message : String(error)}); check editapply.server.command or editapply.server.pythonPath ` +
+          "(in Remote settings in a remote window), then run 'editapply: Restart Server'");
+      }
     }
   };
 

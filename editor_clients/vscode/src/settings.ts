@@ -72,3 +72,16 @@ export function serverLaunch(get: Read): Launch {
   const [program, ...args] = words.length > 0 ? words : DEFAULT_COMMAND;
   return { kind: "stdio", command: program, args };
 }
+
+/** Where `program` would run from: itself when it names a path, else the first directory of
+ * `pathList` (PATH) that holds it as an executable; null when none does. `isExecutable` is
+ * injected (fs.accessSync with X_OK in the extension) so this stays free of I/O. */
+export function findProgram(program: string, pathList: string, isExecutable: (file: string) => boolean,
+                            separator = ":"): string | null {
+  if (program.includes("/") || program.includes("\\")) return isExecutable(program) ? program : null;
+  for (const dir of pathList.split(separator)) {
+    const file = `${dir === "" ? "." : dir.replace(/\/+$/, "")}/${program}`;
+    if (isExecutable(file)) return file;
+  }
+  return null;
+}

@@ -1,6 +1,6 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
-import { serverLaunch, serverSettings } from "../src/settings";
+import { findProgram, serverLaunch, serverSettings } from "../src/settings";
 
 const reader = (values: Record<string, unknown>) => (key: string) => values[key];
 
@@ -69,5 +69,19 @@ describe("serverLaunch", () => {
   it("refuses a malformed server.tcp", () => {
     assert.throws(() => serverLaunch(reader({ "server.tcp": "localhost" })), /HOST:PORT/);
     assert.throws(() => serverLaunch(reader({ "server.tcp": "localhost:70000" })), /HOST:PORT/);
+  });
+});
+
+describe("findProgram", () => {
+  const executables = new Set(["/venv/bin/editapply", "/usr/bin/python3"]);
+  const isExecutable = (file: string): boolean => executables.has(file);
+  it("looks a bare name up on PATH, in order", () => {
+    assert.equal(findProgram("editapply", "/usr/bin:/venv/bin/", isExecutable), "/venv/bin/editapply");
+    assert.equal(findProgram("python3", "/usr/bin:/venv/bin", isExecutable), "/usr/bin/python3");
+  });
+  it("takes a path as it is, and says null for what is not there (issue 32, item 8)", () => {
+    assert.equal(findProgram("/venv/bin/editapply", "", isExecutable), "/venv/bin/editapply");
+    assert.equal(findProgram("/nowhere/editapply", "/venv/bin", isExecutable), null);
+    assert.equal(findProgram("editapply", "/usr/bin", isExecutable), null);
   });
 });

@@ -181,6 +181,23 @@ try {
     step("picked");
     await quickOpen(config.file);
     report.saved = await saveAndRead();
+  } else if (config.scenario === "invalidApply") {
+    // An apply that fails validation: the server's question is a modal dialog (it stays up);
+    // Cancel leaves the file alone, and the next apply asks again (nothing stays locked).
+    await palette("editapply: Apply Clipboard to Current File");
+    const dialog = page.locator(".monaco-dialog-box", { hasText: "failed validation" });
+    await dialog.waitFor();
+    report.dialog = await dialog.innerText();
+    report.modal = await page.locator(".monaco-dialog-modal-block").count() > 0;
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+    await dialog.waitFor({ state: "detached" });
+    await page.waitForTimeout(1000); // an edit would land by now
+    report.dirtyAfterCancel = await page.locator(`${fileTab}.dirty`).count() > 0;
+    await palette("editapply: Apply Clipboard to Current File");
+    await dialog.waitFor();
+    await dialog.getByRole("button", { name: "Apply anyway" }).click();
+    await page.locator(`${fileTab}.dirty`).waitFor();
+    report.saved = await saveAndRead();
   } else if (config.scenario === "status") {
     // Show Server Status: a read-only page beside the file; closing it asks nothing.
     await palette("editapply: Show Server Status");
