@@ -12,8 +12,14 @@
   `edits`: text edits sent; `readings`: `{label, diff, merged, logprob}` each).
 * `editapply.preview {uri, snippet?, instruction?, mode?}`: the same run, nothing applied; returns
   `{uri, version, merged, diff, validation, stats, usage, readings}`.
-* `editapply.applyMerged {uri, version, merged}`: take a previewed text as is (no merge, no
-  validation), still version checked; the document must be open.
+* `editapply.applyMerged {uri, version, merged, hunks?}`: take a previewed text as is (no merge,
+  no validation), still version checked; the document must be open. With `hunks` (indexes into
+  the preview's `hunks`), only those changes are applied: per-hunk review.
+* `editapply.hunks {uri, merged, drop?}`: the review of `merged` against the open document as it
+  is now: `{uri, version, merged, diff, hunks}`, after the hunks numbered in `drop` are put back
+  as the document has them (a rejected hunk). A preview and this list `hunks` as `{start, end,
+  newStart, newEnd, diffRows}`: 0-based rows of the document and of `merged`, end exclusive, and
+  the first and last row of `diff` that show it (engine/apply/hunks.py).
 
 The pipeline is engine/apply/pipeline.py: `prepare` decides the path without a model; the
 deterministic path runs here in a worker thread and never touches the engine; the model path goes
@@ -32,6 +38,8 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from engine.apply.diff import unified_diff
+from engine.apply.hunks import diff_rows, hunks, take
 from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, Plan, apply_edit, prepare
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable
@@ -45,6 +53,7 @@ if TYPE_CHECKING:
     from lsp_server.server import EditApplyServer
 
 APPLY, PREVIEW, APPLY_MERGED = "editapply.apply", "editapply.preview", "editapply.applyMerged"
+HUNKS = "editapply.hunks"
 APPLY_ANYWAY, CANCEL = "Apply anyway", "Cancel"
 READING_TITLE = 100  # characters of a reading's label on a button
 
@@ -166,6 +175,26 @@ def _result(snap: Snapshot, result: ApplyResult) -> dict:
             "stats": d["stats"], "usage": d["usage"], "readings": readings}
 
 
+def _review(snap: Snapshot, merged: str, diff: str | None = None) -> dict:
+    """`merged` against the document as review shows it: its diff and hunks."""
+    diff = unified_diff(snap.text, merged, snap.path or "file") if diff is None else diff
+    found = hunks(snap.text, merged)
+    return {"merged": merged, "diff": diff,
+            "hunks": [{**h.as_dict(), "diffRows": list(r)} for h, r in zip(found, diff_rows(diff, found))]}
+
+
+def _hunk_indexes(command: str, name: str, value: list, count: int) -> set[int]:
+    if not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < count for k in value):
+        raise JsonRpcInvalidParams(f"{command}: {name} must list hunk indexes from 0 to {count - 1}, got {value!r} "
+                                   "(the document or the text changed since the hunks were listed?)")
+    return set(value)
+
+
+def _merged_arg(command: str, merged: str) -> None:
+    if len(merged.encode("utf-8", "surrogatepass")) > documents.MAX_DOCUMENT_BYTES:
+        raise JsonRpcInvalidParams(f"{command}: merged is over {documents.MAX_DOCUMENT_BYTES:,} bytes")
+
+
 def register(server: EditApplyServer) -> None:
     @server.command(APPLY)
     async def apply(ls: EditApplyServer, args: dict) -> dict:
@@ -199,13 +228,24 @@ def register(server: EditApplyServer) -> None:
         a = apply_args(PREVIEW, args)
         snap = documents.snapshot(ls, a.uri)
         result = await run_pipeline(ls, snap, a, "preview")
-        return {"merged": result.merged_code, **_result(snap, result)}
+        return {**_result(snap, result), **_review(snap, result.merged_code, result.diff)}
+
+    @server.command(HUNKS)
+    async def review(ls: EditApplyServer, args: dict) -> dict:
+        a = parse_args(HUNKS, args, {"uri": (str,), "merged": (str,), "drop": (list,)}, ("uri", "merged"))
+        _merged_arg(HUNKS, a["merged"])
+        snap = documents.snapshot(ls, a["uri"])
+        merged = a["merged"]
+        if a.get("drop"):
+            every = range(len(hunks(snap.text, merged)))
+            merged = take(snap.text, merged, set(every) - _hunk_indexes(HUNKS, "drop", a["drop"], len(every)))
+        return {"uri": snap.uri, "version": snap.version, **_review(snap, merged)}
 
     @server.command(APPLY_MERGED)
     async def apply_merged(ls: EditApplyServer, args: dict) -> dict:
-        a = parse_args(APPLY_MERGED, args, {"uri": (str,), "version": (int,), "merged": (str,)}, ("uri", "version", "merged"))
-        if len(a["merged"].encode("utf-8", "surrogatepass")) > documents.MAX_DOCUMENT_BYTES:
-            raise JsonRpcInvalidParams(f"{APPLY_MERGED}: merged is over {documents.MAX_DOCUMENT_BYTES:,} bytes")
+        a = parse_args(APPLY_MERGED, args, {"uri": (str,), "version": (int,), "merged": (str,), "hunks": (list,)},
+                       ("uri", "version", "merged"))
+        _merged_arg(APPLY_MERGED, a["merged"])
         run = documents.claim(ls, a["uri"])
         try:
             snap = documents.snapshot(ls, a["uri"])
@@ -215,7 +255,11 @@ def register(server: EditApplyServer) -> None:
             if snap.version != a["version"]:
                 raise errors.CommandFailed(errors.STALE, f"{snap.path or snap.uri} is at version {snap.version}, not "
                                            f"{a['version']}: it changed since the preview; nothing was applied")
-            edits = await send_edit(ls, run, snap, a["merged"], f"editapply: apply to {snap.path or snap.uri}")
+            text = a["merged"]
+            if a.get("hunks") is not None:
+                count = len(hunks(snap.text, text))
+                text = take(snap.text, text, _hunk_indexes(APPLY_MERGED, "hunks", a["hunks"], count))
+            edits = await send_edit(ls, run, snap, text, f"editapply: apply to {snap.path or snap.uri}")
             return {"applied": True, "uri": snap.uri, "version": snap.version, "edits": edits}
         finally:
             documents.release(ls, a["uri"], run)

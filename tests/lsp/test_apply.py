@@ -124,6 +124,33 @@ async def test_apply_merged_takes_the_previewed_text_version_checked(client: Lan
     assert len(editor.edits) == 1
 
 
+async def test_per_hunk_review_accepts_one_change_and_rejects_another(client: LanguageClient, editor: Editor):
+    """Issue 32, per-hunk review: a preview lists its hunks (with the diff rows that show each);
+    applyMerged with `hunks` applies those changes only; editapply.hunks with `drop` puts a change
+    back and lists what is left. Engine: none (deterministic path)."""
+    original = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(6))
+    snippet = ("def f1():\n    return 10\n\n\n# ... existing code ...\n\n\n"
+               "def f4():\n    return 40\n\n\n# ... existing code ...\n")
+    uri = editor.open(write(client, "hunks/funcs.py", original), original)
+    preview = await editor.execute("editapply.preview", {"uri": uri, "snippet": snippet})
+    first, second = preview["hunks"]
+    assert (first["start"], first["end"], second["start"], second["end"]) == (5, 6, 17, 18)
+    diff = preview["diff"].split("\n")
+    assert diff[first["diffRows"][0]] == "-    return 1" and diff[first["diffRows"][1]] == "+    return 10"
+    assert diff[second["diffRows"][1]] == "+    return 40"
+    # Accept the second change only: the first is still to review.
+    done = await editor.execute("editapply.applyMerged", {"uri": uri, "version": preview["version"],
+                                                          "merged": preview["merged"], "hunks": [1]})
+    assert done["applied"] and editor.text(uri) == original.replace("return 4\n", "return 40\n")
+    left = await editor.execute("editapply.hunks", {"uri": uri, "merged": preview["merged"]})
+    assert [h["start"] for h in left["hunks"]] == [5] and left["version"] == editor.version(uri)
+    # Reject it: nothing is left to review, and the document keeps the accepted change only.
+    rejected = await editor.execute("editapply.hunks", {"uri": uri, "merged": left["merged"], "drop": [0]})
+    assert rejected["hunks"] == [] and rejected["diff"] == "" and rejected["merged"] == editor.text(uri)
+    err = await error_of(editor.execute("editapply.hunks", {"uri": uri, "merged": left["merged"], "drop": [3]}))
+    assert err.code == -32602 and "hunk indexes from 0 to 0" in err.message
+
+
 async def test_validation_failure_asks_and_cancel_applies_nothing(client: LanguageClient, editor: Editor):
     """A result that fails validation (a syntax error the snippet introduces) is offered with
     window/showMessageRequest; "Cancel" applies nothing. Engine: none (deterministic mode)."""
