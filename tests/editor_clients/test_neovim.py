@@ -215,6 +215,26 @@ def test_a_model_the_engine_cannot_load_is_said_once(nvim: Path, tmp_path: Path)
     assert len(said) == 1 and "not a preset (smollm2-135m" in said[0], report["messages"]
 
 
+FUNCS = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(6))
+TWO_CHANGES = ("def f1():\n    return 10\n\n\n# ... existing code ...\n\n\n"
+               "def f4():\n    return 40\n\n\n# ... existing code ...\n")
+
+
+def test_per_hunk_review_in_the_preview(nvim: Path, tmp_path: Path):
+    """Per-hunk review: in :EditApplyPreview of two changes, `s` on the second applies it alone
+    (the preview then shows only the first), and `x` on the first drops it: the review ends, the
+    buffer holds the accepted change only."""
+    file = write(tmp_path, "funcs.py", FUNCS)
+    report = run_spec(nvim, "hunks", tmp_path, file=str(file), snippet=TWO_CHANGES, cmd=[EDITAPPLY, "lsp"],
+                      settings=DETERMINISTIC, accept="+    return 40", reject="+    return 10")
+    assert errors(report) == []
+    assert "+    return 10" in report["before"] and "+    return 40" in report["before"]
+    assert "+    return 10" in report["left"] and "+    return 40" not in report["left"]
+    accepted = FUNCS.replace("return 4\n", "return 40\n")
+    assert text(report["during"]) == accepted and text(report["after"]) == accepted
+    assert report["windows_after"] == 1 and report["after"]["modified"] is True
+
+
 def test_ask_streams_into_a_split(nvim: Path, tmp_path: Path, ci_model_dir):
     """`:EditApplyAsk`: the model's answer fills a markdown split; progress reports came with token
     figures, and the statusline function showed them meanwhile. Engine: local CI model."""
@@ -364,7 +384,8 @@ def test_preview_in_a_terminal(nvim: Path, tmp_path: Path):
         term.wait_for("TYPE_CHECKING")
         term.keys(":EditApplyPreview", "Enter")
         screen = term.wait_for("a accept · q reject")
-        assert "editapply preview of repo/src/flask/typing.py · validation ok" in screen
+        assert "a accept · q reject · s/x this change · validation ok" in screen
+        assert "editapply://preview/repo/src/flask/typing.py" in screen  # the split's name, in its statusline
         assert "+ResponseClass = t.TypeVar(" in screen and "-    from werkzeug.wrappers.response import" in screen
         png = screenshot(term.screen(colors=True), cols, rows, tmp_path / "nvim-preview.png", CHROMIUM)
         keep_screenshot(png, "nvim-preview.png")

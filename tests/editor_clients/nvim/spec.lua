@@ -23,6 +23,7 @@
 --   file_target   a chat buffer's selection, :'<,'>EditApply {file} for a file not loaded yet
 --   narrow     :EditApplyPreview in a window `columns` wide
 --   readme     the README's plain-Neovim block (`code`), the snippet in register "s"
+--   hunks      :EditApplyPreview, `s` on the line `accept` names, then `x` on the line `reject` names
 local scenario, config_path = arg[1], arg[2]
 local config = vim.json.decode(table.concat(vim.fn.readfile(config_path), "\n"))
 local TIMEOUT_MS = 60000
@@ -173,6 +174,33 @@ if scenario == "narrow" then
   vim.cmd("EditApplyPreview")
   local timeout = wait("the preview window", function() return vim.bo.filetype == "diff" end)
   return finish(timeout or { winbar = vim.wo.winbar, width = vim.api.nvim_win_get_width(0) })
+end
+
+if scenario == "hunks" then
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApplyPreview")
+  local timeout = wait("the preview window", function() return vim.bo.filetype == "diff" or failed() end)
+  if timeout or failed() then
+    return finish(timeout)
+  end
+  local preview = vim.api.nvim_get_current_buf()
+  local function on_line(text, key)
+    vim.fn.cursor(vim.fn.index(vim.api.nvim_buf_get_lines(preview, 0, -1, false), text) + 1, 1)
+    vim.cmd("normal " .. key)
+  end
+  report.before = vim.api.nvim_buf_get_lines(preview, 0, -1, false)
+  on_line(config.accept, "s")
+  timeout = wait("the accepted change", function()
+    return said("applied") and not vim.tbl_contains(vim.api.nvim_buf_get_lines(preview, 0, -1, false), config.accept)
+  end)
+  if timeout then
+    return finish(timeout)
+  end
+  report.left = vim.api.nvim_buf_get_lines(preview, 0, -1, false)
+  report.during = buffer(target)
+  on_line(config.reject, "x")
+  timeout = wait("the review's end", function() return said("reviewed") or failed() end)
+  return finish(timeout or { after = buffer(target), windows_after = #vim.api.nvim_tabpage_list_wins(0) })
 end
 
 if scenario == "preview" or scenario == "reject" then

@@ -6,7 +6,8 @@
 --                                merged into another buffer: the one named, else the buffer of
 --                                the previous window, else the alternate buffer
 --   :EditApplyPreview ...        the same, shown as a diff in a split: `a` accepts, `q` rejects;
---                                the buffer is left alone until accepted
+--                                `s` / `x` accept / reject the change under the cursor; the
+--                                buffer is left alone until accepted
 --   :EditApplyAsk {question}     an answer drafted from the current buffer's text, in a split
 --
 -- The server does the work: `editapply.apply` sends the edit back as workspace/applyEdit (minimal
@@ -207,20 +208,22 @@ local function scratch(name, filetype, lines)
   return buf, vim.api.nvim_get_current_win()
 end
 
---- `diff` (against buffer `target`) in a split: `a` applies `merged` (at `result`'s version), `q`
---- closes it. `status` goes in the winbar.
-local function show_preview(target, result, diff, merged, status)
-  if diff == "" then
+--- The review of a merged text for buffer `target` (`{uri, version, merged, diff, hunks}`, as
+--- editapply.preview and editapply.hunks give it) in a split: `a` applies it all, `q` closes it;
+--- `s` applies the change under the cursor and `x` drops it, and the split then shows what is
+--- left (per-hunk review). `status` goes in the winbar.
+local function show_preview(target, review, status)
+  if review.diff == "" then
     return notify(file(target) .. " already matches the edit")
   end
-  local lines = vim.split(diff, "\n", { trimempty = true })
+  local lines = vim.split(review.diff, "\n", { trimempty = true })
   local buf, win = scratch("editapply://preview/" .. file(target), "diff", lines)
   vim.api.nvim_win_set_height(win, math.min(#lines + 1, math.floor(vim.o.lines * 0.6)))
   vim.wo[win].number, vim.wo[win].relativenumber, vim.wo[win].signcolumn = false, false, "no"
   -- The keys, the status, the file where there is room: a status longer than the window is cut
   -- at its end (Neovim would cut the winbar's left end) and also given as a message. The winbar
   -- is a 'statusline' format: % doubled.
-  local width, keys = vim.api.nvim_win_get_width(win), "a accept · q reject · "
+  local width, keys = vim.api.nvim_win_get_width(win), "a accept · q reject · s/x this change · "
   local room = width - vim.fn.strdisplaywidth(keys)
   local bar = keys .. status
   if vim.fn.strdisplaywidth(status) > room then
@@ -235,10 +238,46 @@ local function show_preview(target, result, diff, merged, status)
       vim.api.nvim_win_close(win, true)
     end
   end
+  local function show(next_review) -- what is left to review
+    review = next_review
+    if #review.hunks == 0 or not vim.api.nvim_buf_is_valid(buf) then
+      close()
+      return notify("every change to " .. file(target) .. " reviewed")
+    end
+    vim.bo[buf].modifiable = true
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(review.diff, "\n", { trimempty = true }))
+    vim.bo[buf].modifiable = false
+  end
+  local function change_at_cursor(then_do)
+    local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+    for k, h in ipairs(review.hunks) do
+      if h.diffRows[1] <= row and row <= h.diffRows[2] then
+        return then_do(k - 1)
+      end
+    end
+    notify("no change under the cursor: put it on a - or + line", vim.log.levels.WARN)
+  end
+  local function reviewed(drop)
+    editapply.command(target, "editapply.hunks", { uri = review.uri, merged = review.merged, drop = drop }, show)
+  end
   vim.keymap.set("n", "q", close, { buffer = buf, desc = "editapply: reject the preview" })
   vim.keymap.set("n", "a", function()
-    apply_merged(target, result, merged, close)
+    apply_merged(target, review, review.merged, close)
   end, { buffer = buf, desc = "editapply: accept the preview" })
+  vim.keymap.set("n", "s", function()
+    change_at_cursor(function(k)
+      editapply.command(target, "editapply.applyMerged",
+        { uri = review.uri, version = review.version, merged = review.merged, hunks = { k } }, function(applied)
+          done(target, applied.edits)
+          reviewed(nil)
+        end)
+    end)
+  end, { buffer = buf, desc = "editapply: accept the change under the cursor" })
+  vim.keymap.set("n", "x", function()
+    change_at_cursor(function(k)
+      reviewed({ k })
+    end)
+  end, { buffer = buf, desc = "editapply: reject the change under the cursor" })
 end
 
 function M.preview(opts)
@@ -249,10 +288,12 @@ function M.preview(opts)
   editapply.command(job.target, "editapply.preview", args(job), function(result)
     local readings = readings_to_pick(result)
     if not readings then
-      return show_preview(job.target, result, result.diff, result.merged, validation_line(result.validation))
+      return show_preview(job.target, result, validation_line(result.validation))
     end
     pick_reading(job.target, readings, function(reading, n)
-      show_preview(job.target, result, reading.diff, reading.merged, ("reading %d of %d"):format(n, #readings))
+      editapply.command(job.target, "editapply.hunks", { uri = result.uri, merged = reading.merged }, function(review)
+        show_preview(job.target, review, ("reading %d of %d"):format(n, #readings))
+      end)
     end)
   end)
 end
