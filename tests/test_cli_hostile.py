@@ -202,7 +202,10 @@ def test_ctrl_c_while_the_model_writes_exits_130_and_leaves_the_file(tmp_path, t
     abort (-6, "terminate called without an active exception") the issue saw in 2 of 11 runs."""
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "apply", str(target), snippet_file(tmp_path, INSERT),
                              "--mode", "model", "--model", str(ci_model_dir), "--write"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            # As from a terminal: a test run started in the background (`make test &`)
+                            # has SIGINT ignored, and a child would inherit that and never see it.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = b""
     while b"the model writes the file" not in seen:
         line = proc.stderr.readline()
