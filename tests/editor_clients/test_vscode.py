@@ -275,3 +275,19 @@ def test_the_validation_question_is_a_modal_that_cannot_be_missed(code_server: C
     assert report["modal"] is True and "modal/shapes.py failed validation: " in report["dialog"]
     assert report["dirtyAfterCancel"] is False
     assert report["saved"] == merged
+
+
+FUNCS = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(6))
+TWO_CHANGES = ("def f1():\n    return 10\n\n\n# ... existing code ...\n\n\n"
+               "def f4():\n    return 40\n\n\n# ... existing code ...\n")
+
+
+def test_per_hunk_review_in_the_diff(code_server: CodeServer, tmp_path: Path):
+    """Per-hunk review (issue 32): Preview Apply of two changes; "Accept Change at Cursor" on the
+    second applies it alone (the file is edited, unsaved), "Reject Change at Cursor" on the first
+    drops it and, nothing being left, closes the diff. The saved file has the accepted change only."""
+    file = write(code_server, "hunks/funcs.py", FUNCS)
+    report = drive(code_server, "hunks", file, TWO_CHANGES, tmp_path, accept="return 40", reject="return 10")
+    keep_screenshot(tmp_path / "hunks.png", "vscode-hunks.png")
+    assert report["diskDuringReview"] == FUNCS
+    assert report["saved"] == FUNCS.replace("return 4\n", "return 40\n")

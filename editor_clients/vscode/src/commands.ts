@@ -10,13 +10,13 @@ import type { QuickPickItem, TextEditor } from "vscode";
 import { ExecuteCommandRequest } from "vscode-languageclient/node";
 import type { LanguageClient } from "vscode-languageclient/node";
 import type { Pages } from "./pages";
-import { Previews } from "./preview";
+import { Previews, SCHEME } from "./preview";
 import type { Preview } from "./preview";
 import {
-  describeFailure, describeResult, fenceLanguage, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
-  validationReasons,
+  describeFailure, describeResult, fenceLanguage, hunkAt, namedFile, pickSnippet, rankTargets, readingItems,
+  readingsToPick, validationReasons,
 } from "./snippet";
-import type { Reading, Validation } from "./snippet";
+import type { Hunk, Reading, Validation } from "./snippet";
 
 type Client = () => LanguageClient;
 
@@ -198,6 +198,43 @@ export async function acceptPreview(client: Client, previews: Previews, uri?: Ur
   if (!(await applyMerged(client, shown.preview))) return; // the preview stays open
   await previews.close(shown.uri);
   await window.showTextDocument(shown.preview.target, { preview: false });
+}
+
+/** editapply.hunks: what is left to review of `merged` against the document as it is now. */
+interface Review {
+  version: number;
+  merged: string;
+  hunks: Hunk[];
+}
+
+/** Per-hunk review: the change under the cursor (either side of the active preview's diff) applied
+ * alone (`accept`), else put back as the document has it; the diff then shows what is left, and
+ * closes when nothing is. */
+export async function reviewChange(client: Client, previews: Previews, accept: boolean): Promise<void> {
+  const shown = previews.active();
+  const editor = window.activeTextEditor;
+  if (shown === undefined || editor === undefined) return;
+  const uri = shown.preview.target.toString();
+  const now = await run<Review>(client, "editapply.hunks", { uri, merged: shown.preview.merged });
+  if (now === undefined) return;
+  const k = hunkAt(now.hunks, editor.selection.active.line, editor.document.uri.scheme === SCHEME ? "new" : "old");
+  if (k === null) {
+    void window.showInformationMessage("editapply: no change under the cursor: put it on a changed line of the diff");
+    return;
+  }
+  if (accept) {
+    const done = await run<ApplyResult>(client, "editapply.applyMerged", { uri, version: now.version, merged: now.merged, hunks: [k] });
+    if (done === undefined) return;
+    window.setStatusBarMessage(describeResult(done, label(shown.preview.target)), 8000);
+  }
+  const left = await run<Review>(client, "editapply.hunks", { uri, merged: now.merged, ...(accept ? {} : { drop: [k] }) });
+  if (left === undefined) return;
+  if (left.hunks.length === 0) {
+    await previews.close(shown.uri);
+    window.setStatusBarMessage(`editapply: every change to ${label(shown.preview.target)} reviewed`, 8000);
+    return;
+  }
+  previews.update(shown.uri, { target: shown.preview.target, version: left.version, merged: left.merged });
 }
 
 export async function rejectPreview(previews: Previews, uri?: Uri): Promise<void> {

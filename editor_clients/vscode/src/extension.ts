@@ -45,6 +45,8 @@ export async function activate(context: ExtensionContext): Promise<void> {
   register("editapply.previewApply", () => editapply.preview(current, previews));
   register("editapply.acceptPreview", (uri) => editapply.acceptPreview(current, previews, uri as Uri | undefined));
   register("editapply.rejectPreview", (uri) => editapply.rejectPreview(previews, uri as Uri | undefined));
+  register("editapply.acceptChange", () => editapply.reviewChange(current, previews, true));
+  register("editapply.rejectChange", () => editapply.reviewChange(current, previews, false));
   register("editapply.askAboutFile", () => editapply.ask(current, pages));
   register("editapply.showStatus", () => editapply.showStatus(current, pages));
   register("editapply.restartServer", restart);

@@ -44,6 +44,12 @@ export class Previews implements TextDocumentContentProvider, Disposable {
     await commands.executeCommand("setContext", OPEN_CONTEXT, true);
   }
 
+  /** What the preview at `uri` proposes now (per-hunk review took or dropped a change): its diff updates. */
+  update(uri: Uri, preview: Preview): void {
+    this.previews.set(uri.toString(), preview);
+    this.changed.fire(uri);
+  }
+
   /** The preview shown in the active tab (or named by `uri`, as an editor/title button passes it). */
   active(uri?: Uri): { uri: Uri; preview: Preview } | undefined {
     const input = window.tabGroups.activeTabGroup.activeTab?.input;

@@ -97,6 +97,25 @@ export function rankTargets(name: string | null, paths: string[], language: stri
     .map((x) => x.path);
 }
 
+/** One change of a review (editapply.preview, editapply.hunks): 0-based rows of the document
+ * [start, end) and of the merged text [newStart, newEnd). */
+export interface Hunk {
+  start: number;
+  end: number;
+  newStart: number;
+  newEnd: number;
+}
+
+/** The index of the change at 0-based `line` of one side of the diff (`old`: the document, `new`:
+ * the merged text), or null. A change with no rows on that side (a deletion seen from the merged
+ * text) is at the rows on either side of its gap. */
+export function hunkAt(hunks: Hunk[], line: number, side: "old" | "new"): number | null {
+  const range = (h: Hunk): [number, number] => (side === "old" ? [h.start, h.end] : [h.newStart, h.newEnd]);
+  let k = hunks.findIndex((h) => range(h)[0] <= line && line < range(h)[1]);
+  if (k < 0) k = hunks.findIndex((h) => range(h)[0] === range(h)[1] && (line === range(h)[0] || line === range(h)[0] - 1));
+  return k < 0 ? null : k;
+}
+
 /** A finding of the server's validation (engine/apply/errors.py's Problem). */
 export interface Problem {
   name: string;

@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import {
-  describeFailure, describeResult, diffLines, fenceLanguage, fencedBlockAt, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
+  describeFailure, describeResult, diffLines, fenceLanguage, fencedBlockAt, hunkAt, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
   validationReasons,
 } from "../src/snippet";
 
@@ -166,5 +166,23 @@ describe("validationReasons", () => {
     assert.deepEqual(validationReasons(validation),
                      ["line 7: '(' was never closed", "the result is identical to the original"]);
     assert.deepEqual(validationReasons({ ok: true }), []);
+  });
+});
+
+describe("hunkAt", () => {
+  // Row 2 replaced, two rows inserted before row 10, rows 17-18 deleted (engine/apply/hunks.py's test).
+  const hunks = [{ start: 2, end: 3, newStart: 2, newEnd: 3 }, { start: 10, end: 10, newStart: 10, newEnd: 12 },
+                 { start: 17, end: 19, newStart: 19, newEnd: 19 }];
+  it("finds the change holding the line, on either side", () => {
+    assert.equal(hunkAt(hunks, 2, "old"), 0);
+    assert.equal(hunkAt(hunks, 11, "new"), 1);
+    assert.equal(hunkAt(hunks, 18, "old"), 2);
+    assert.equal(hunkAt(hunks, 5, "new"), null);
+  });
+  it("takes a change with no rows on a side at the rows beside its gap", () => {
+    assert.equal(hunkAt(hunks, 9, "old"), 1);
+    assert.equal(hunkAt(hunks, 10, "old"), 1);
+    assert.equal(hunkAt(hunks, 18, "new"), 2);
+    assert.equal(hunkAt(hunks, 19, "new"), 2);
   });
 });

@@ -66,6 +66,11 @@ async function readings() {
   };
 }
 
+// A preview's title-bar button by its command's title ("Accept", not "Accept Change at Cursor"):
+// its label is the title, then the key in parentheses.
+const titleButton = (title) => page.locator(".editor-actions a.action-label")
+  .filter({ has: page.locator("xpath=self::*[starts-with(@aria-label, '" + title + " (') or @aria-label='" + title + "']") });
+
 async function moveToLine(line) {
   await page.keyboard.press("Control+G");
   await page.locator(".quick-input-widget input").fill(`:${line}`);
@@ -149,7 +154,7 @@ try {
     await page.locator(".tabs-container .tab.active", { hasText: "editapply preview (reading 2)" }).waitFor();
     report.diskDuringPreview = disk();
     report.fileTabDirtyDuringPreview = await page.locator(`${fileTab}.dirty`).count() > 0;
-    await page.locator('.editor-actions a.action-label[aria-label^="Reject"]').click();
+    await titleButton("Reject").click();
     await previewTab.waitFor({ state: "detached" });
     await page.locator(`${fileTab}.active`).waitFor();
     step("rejected");
@@ -159,7 +164,7 @@ try {
     await readingRow(2).getByRole("button", { name: /Show the diff/ }).click();
     await page.locator(".tabs-container .tab.active", { hasText: "editapply preview (reading 2)" }).waitFor();
     report.fileTabDirtyBeforeAccept = await page.locator(`${fileTab}.dirty`).count() > 0;
-    await page.locator('.editor-actions a.action-label[aria-label^="Accept"]').click();
+    await titleButton("Accept").click();
     await previewTab.waitFor({ state: "detached" });
     await page.locator(`${fileTab}.dirty`).waitFor();
     report.diskBeforeSave = disk();
@@ -198,6 +203,24 @@ try {
     await dialog.getByRole("button", { name: "Apply anyway" }).click();
     await page.locator(`${fileTab}.dirty`).waitFor();
     report.saved = await saveAndRead();
+  } else if (config.scenario === "hunks") {
+    // Per-hunk review in the diff: accept the change on one line, reject the one on another.
+    await palette("editapply: Preview Apply");
+    await page.locator(".tabs-container .tab.active", { hasText: "editapply preview" }).waitFor();
+    const modifiedLine = (text) => page.locator(".monaco-diff-editor .editor.modified .view-line", { hasText: text });
+    await modifiedLine(config.accept).waitFor();
+    await page.waitForTimeout(1000); // the diff computed
+    await page.screenshot({ path: config.screenshot });
+    await modifiedLine(config.accept).click();
+    await palette("editapply: Accept Change at Cursor");
+    await page.locator(`${fileTab}.dirty`).waitFor();
+    report.diskDuringReview = disk();
+    step("accepted one");
+    await modifiedLine(config.reject).click();
+    await palette("editapply: Reject Change at Cursor");
+    await previewTab.waitFor({ state: "detached" });
+    step("rejected the other");
+    report.saved = await saveAndRead();
   } else if (config.scenario === "status") {
     // Show Server Status: a read-only page beside the file; closing it asks nothing.
     await palette("editapply: Show Server Status");
@@ -230,7 +253,7 @@ try {
     report.diskDuringPreview = disk();
     step("previewed");
 
-    await page.locator('.editor-actions a.action-label[aria-label^="Accept"]').click();
+    await titleButton("Accept").click();
     await page.locator(".tabs-container .tab", { hasText: "editapply preview" }).waitFor({ state: "detached" });
     await page.locator(`${fileTab}.dirty`).waitFor();
     report.diskBeforeSave = disk();
