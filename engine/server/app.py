@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from engine.server import apply, chat, errors, events, rag, system
+from engine.server import apply, chat, code_apply, errors, events, rag, system
 from engine.server.auth import BearerAuth
 from engine.server.limits import BodyGuard
 from engine.server.metrics import Metrics, RequestMetrics
@@ -27,6 +27,7 @@ from engine.server.state import ServerState
 from engine.server.workers import MergePool
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+ROUTES = (apply, code_apply, chat, rag, system)  # the modules whose `router` the app serves
 
 
 def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
@@ -43,10 +44,10 @@ def create_app(service, settings: ServerSettings | None = None) -> FastAPI:
                   description="Edit-apply backend: apply, OpenAI-compatible chat with predicted outputs, RAG.")
     state = ServerState(service, settings, Metrics(service, merges), merges)
     app.state.editapply = state
-    for module in (apply, chat, rag, system):
+    for module in ROUTES:
         app.include_router(module.router)
     errors.install(app)
-    paths = tuple(route.path for module in (apply, chat, rag, system) for route in module.router.routes)
+    paths = tuple(route.path for module in ROUTES for route in module.router.routes)
     app.add_middleware(BodyGuard, settings=settings)
     app.add_middleware(BearerAuth, settings=settings)
     app.add_middleware(errors.AnswerCancelled)

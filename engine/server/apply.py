@@ -201,6 +201,19 @@ def engine_stats(result: ApplyResult) -> GenerationStats:
                            accepted_per_step_hist=s.get("accepted_per_step_hist", {}))
 
 
+def refused(result: ApplyResult) -> APIError:
+    """A result that did not validate, for the routes that answer with a file only (chat's apply
+    form, /v1/code/apply): 422 with the reasons, or the readings of an ambiguous snippet. Their
+    clients take whatever file comes back, so a refused merge is never sent as one."""
+    if result.readings:
+        readings = "; ".join(f"reading {n}: {r.label}" for n, r in enumerate(result.readings, 1))
+        return APIError(422, f"the snippet can be read {len(result.readings)} ways and none was chosen ({readings}); "
+                             f"POST {ROUTE} with `reading` takes one", code="ambiguous_snippet", param="edit_snippet")
+    reasons = "; ".join(p.reason for p in result.validation.problems if p.severity == "error")
+    return APIError(422, f"the merge failed validation, so no file is returned: {reasons}", code="validation_failed",
+                    param="edit_snippet")
+
+
 def apply_error(exc: Exception) -> APIError:
     if isinstance(exc, ContextTooLongError):
         return APIError(400, str(exc), code="context_length_exceeded", param="initial_code")

@@ -11,8 +11,11 @@ string, as OpenAI does), seed, stream with stream_options.include_usage, tools w
 verification accepted and rejected. Each answer also carries `stats` (steps, tokens per step...).
 
 A last user message of the form `<instruction>…</instruction><code>…</code><update>…</update>`
-(instruction optional; the Relace/Morph apply format) is an apply request: the answer is the
-merged file, from the apply pipeline. Streamed, it arrives as one content delta once merged.
+(instruction optional; the Morph/Relace apply format) is an apply request: the answer is the
+merged file, from the apply pipeline. Streamed, it arrives as one content delta once merged. Its
+`model` may name anything (assistants' configs carry `morph-v3-fast`, `relace-apply-3`...): the
+served model applies. A merge that does not validate is an error (`apply.refused`: 422, or an
+error event once streamed), never an answer.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
 from engine.apply.text import BOM
 from engine.types import Request, SamplingParams
-from engine.server.apply import ApplyRun, apply_error, engine_stats
+from engine.server.apply import ApplyRun, apply_error, engine_stats, refused
 from engine.server.events import CHAT_EVENTS
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse_events, stops_of, usage
@@ -62,10 +65,10 @@ def _prompt(tokenizer, messages: list[dict], prediction: str | None) -> tuple[li
 @router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS, CHAT_EVENTS)}, summary="OpenAI-compatible chat completion")
 async def chat_completions(body: ChatCompletionRequest, http: HTTPRequest):
     state = get_state(http)
-    state.check_model(body.model)
     last = body.messages[-1]
     if last.role == "user" and (form := APPLY_FORM.match(text_of(last.content))):
         return await _chat_apply(state, body, http, form)
+    state.check_model(body.model)
 
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": text_of(m.content)}
                 for m in body.messages]
@@ -147,6 +150,9 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     if run.disconnected:
         run.record()
         return None  # the client left during the merge
+    if run.result is not None and not run.result.ok:  # the merge pool's answer: refused before any stream
+        run.record()
+        raise refused(run.result)
     reply = Reply(state)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -154,6 +160,8 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     result = await run.run(http)
     if result is None:
         return None  # the client left
+    if not result.ok:
+        raise refused(result)
     return reply.completion(result.merged_code, "stop", usage(engine_stats(result)), result.stats)
 
 
@@ -163,6 +171,8 @@ def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
     def end() -> list[dict] | None:
         if run.result is None:
             return None  # the client left
+        if not run.result.ok:
+            return [refused(run.result).body()]
         final = [reply.chunk({"content": run.result.merged_code}), reply.chunk({}, "stop", stats=run.result.stats)]
         return final + ([reply.usage_chunk(usage(engine_stats(run.result)))] if include_usage else [])
 
