@@ -115,7 +115,7 @@ def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | 
     prediction = tokenizer.encode(prompt.predicted_answer(predicted))
     snippet_ids = tokenizer.encode(snippet) if snippet.strip() else []
     expected = len(prediction) + CLOSE_SLACK
-    if plan.kind != "instruction" and plan.merge_status not in ("exact", "fuzzy", "diff"):
+    if plan.kind != "instruction" and plan.merge_status not in ("exact", "fuzzy", "diff", "search_replace"):
         expected += len(snippet_ids)  # segments the merge could not place
     room = max_model_len - len(prompt_ids)
     if max_tokens is None:

@@ -45,6 +45,7 @@ from engine.apply.model_path import ModelJob, build_job, closed, finish
 from engine.apply.fences import excerpts
 from engine.apply.ranking import MARGIN, Ranking, rank
 from engine.apply.readings import Reading, explore
+from engine.apply.search_replace import apply_blocks, blocks, looks_like_search_replace
 from engine.apply.targets import Region, find_region
 from engine.apply.validate import Validation, validate
 from engine.types import GenerationStats
@@ -181,7 +182,7 @@ class Plan:
 
     request: ApplyRequest
     language: str
-    kind: str  # snippet | diff | instruction
+    kind: str  # snippet | diff | search_replace | instruction
     path: str  # deterministic | rank (the model ranks the readings) | model (the model writes)
     reason: str
     candidate: str | None = None  # the deterministic result (maybe partial): the predicted output
@@ -227,6 +228,8 @@ def _decide(req: ApplyRequest) -> Plan:
         region = find_region(original, req.instruction, language)
         what = f"rewrite {', '.join(region.names)}" if region else "rewrite the whole file"
         return Plan(req, language, "instruction", "model", f"instruction only: {what}", region=region)
+    if looks_like_search_replace(snippet):
+        return _plan_search_replace(req, language)
     if looks_like_diff(snippet, req.path):
         return _plan_diff(req, language)
     found = explore(original, snippet, language, req.path)  # raises EmptySnippetError / MarkerOnlySnippetError
@@ -272,6 +275,18 @@ def _plan_diff(req: ApplyRequest, language: str) -> Plan:
     check = validate(req.initial_code, text, language=language, allow_deletion=True)
     path, reason = _choose(req.mode, check.ok, "unified diff applied" + ("" if check.ok else ", validation failed"))
     return Plan(req, language, "diff", path, reason, text, "diff", 1.0, validation=check)
+
+
+def _plan_search_replace(req: ApplyRequest, language: str) -> Plan:
+    """Search/replace blocks (search_replace.py): each placed at its one match, else refused with
+    the block, in every mode; like a diff, they say exactly what they delete."""
+    found = blocks(req.edit_snippet, req.path)
+    text = apply_blocks(req.initial_code, found)
+    check = validate(req.initial_code, text, language=language, allow_deletion=True)
+    why = f"{len(found)} search/replace block{'s' if len(found) > 1 else ''} applied" + (
+        "" if check.ok else ", validation failed")
+    path, reason = _choose(req.mode, check.ok, why)
+    return Plan(req, language, "search_replace", path, reason, text, "search_replace", 1.0, validation=check)
 
 
 def _choose(mode: str, trusted: bool, why: str) -> tuple[str, str]:
@@ -411,7 +426,7 @@ def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats
     original = req.initial_code
     text = finish(job, answer, original)
     snippet = plan.merge.snippet if plan.merge is not None else None
-    check = validate(original, text, snippet=snippet, language=plan.language, allow_deletion=plan.kind == "diff",
+    check = validate(original, text, snippet=snippet, language=plan.language, allow_deletion=plan.kind in ("diff", "search_replace"),
                      merge=plan.merge)
     problems = list(check.problems)
     if not closed(job, answer):

@@ -60,3 +60,14 @@ def test_the_relace_route_refuses_stream(client):
     e = error_of(client.post("/v1/code/apply", json={"initialCode": "x = 1\n", "editSnippet": "x = 2\n",
                                                      "stream": True}), 400, "bad_request")
     assert "POST /v1/apply with stream" in e["message"]
+
+
+def test_v1_apply_takes_search_replace_blocks_and_names_the_one_that_does_not_match(client):
+    """Every edit format through one entry point: the format is detected from the text."""
+    edit = "<<<<<<< SEARCH\n        return self.w * self.h\n=======\n        return abs(self.w * self.h)\n>>>>>>> REPLACE\n"
+    r = client.post("/v1/apply", json={"initial_code": SHAPES, "edit_snippet": edit, "path": "shapes.py"})
+    assert r.status_code == 200 and r.json()["stats"]["kind"] == "search_replace"
+    assert r.json()["merged_code"] == SHAPES.replace("self.w * self.h", "abs(self.w * self.h)")
+    e = error_of(client.post("/v1/apply", json={"initial_code": SHAPES, "edit_snippet": edit.replace("self.h\n=", "self.d\n="),
+                                                "path": "shapes.py"}), 400, "search_block")
+    assert "block 1 (SEARCH 'return self.w * self.d') matches nowhere" in e["message"]
