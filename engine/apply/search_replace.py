@@ -12,18 +12,22 @@ order. `blocks(text, path)` reads them (a block under a line or fence naming ano
 separator); `apply_blocks(original, found)` applies them.
 
 Each block's SEARCH must match one place: exactly; else with trailing whitespace ignored; else
-with all whitespace ignored (the REPLACE lines then take the file's indentation, shifted as the
-match was). A block that matches nowhere, or at several places (no `:start_line:` naming one of
+with all whitespace ignored. Its lines that REPLACE repeats (context) stay the file's own lines,
+byte for byte; the new ones take the file's indentation where SEARCH was quoted with another
+(a method quoted out of its class), as Aider does. A block that matches nowhere, or at several places (no `:start_line:` naming one of
 them), is refused with its first lines (`SearchBlockError`), never guessed. Blocks are applied one
 after the other; one that matches nowhere yet is tried again after the others (a block may match
-what an earlier one wrote, and answers list blocks in any order). An empty SEARCH writes the
+what an earlier one wrote, and answers list blocks in any order); a start line names a line of
+the original, so it moves with the blocks applied above it. An empty SEARCH (no lines) writes the
 file only when the file is empty.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from engine.apply.errors import ApplyError
 from engine.apply.fences import same_file
@@ -108,30 +112,43 @@ def apply_blocks(original: str, found: list[Block]) -> str:
     eol = max(set(split.eols) - {""}, key=split.eols.count, default="\n")
     final_newline = split.final_newline or not rows
     pending = list(found)
+    applied: list[tuple[int, int]] = []  # (row, rows added) of each block applied, in order
     while pending:
         progress = False
         for block in list(pending):
-            place = _place(rows, block, last_try=False)
+            place = _place(rows, _moved(block, applied), last_try=False)
             if place is None:
                 continue
-            start, end, shift = place
-            rows[start:end] = [_shifted(line, shift) for line in block.replace]
+            start, end = place
+            rows[start:end] = new = _replacement(rows[start:end], block)
+            applied.append((start, len(new) - (end - start)))
             pending.remove(block)
             progress = True
         if not progress:
-            _place(rows, pending[0], last_try=True)  # raises, saying why
+            _place(rows, _moved(pending[0], applied), last_try=True)  # raises, saying why
     if not rows:
         return ""
     return eol.join(rows) + (eol if final_newline else "")
 
 
-def _place(rows: list[str], block: Block, last_try: bool) -> tuple[int, int, tuple[str, str]] | None:
-    """(start, end, indentation shift) of the one place `block`'s SEARCH matches in `rows`; None
-    when it matches nowhere (yet), unless `last_try`, which raises instead; raises when ambiguous."""
+def _moved(block: Block, applied: list[tuple[int, int]]) -> Block:
+    """`block` with its start line (a line of the original) moved past the blocks applied above it."""
+    if block.start_line is None:
+        return block
+    line = block.start_line - 1
+    for row, added in applied:
+        if row < line:
+            line += added
+    return dataclasses.replace(block, start_line=line + 1)
+
+
+def _place(rows: list[str], block: Block, last_try: bool) -> tuple[int, int] | None:
+    """[start, end) of the one place `block`'s SEARCH matches in `rows`; None when it matches
+    nowhere (yet), unless `last_try`, which raises instead; raises when it matches several."""
     search = block.search
-    if not any(line.strip() for line in search):
+    if not search:
         if not any(line.strip() for line in rows):
-            return 0, len(rows), ("", "")
+            return 0, len(rows)
         raise SearchBlockError(f"{block.shown()} has an empty SEARCH, which only writes an empty file")
     for same in (lambda a, b: a == b, lambda a, b: a.rstrip() == b.rstrip(), lambda a, b: a.split() == b.split()):
         places = [i for i in range(len(rows) - len(search) + 1)
@@ -143,23 +160,43 @@ def _place(rows: list[str], block: Block, last_try: bool) -> tuple[int, int, tup
             raise SearchBlockError(f"{block.shown()} matches {len(places)} places (at lines {lines}); which one is "
                                    "meant is not plain: give more lines around it")
         if places:
-            return places[0], places[0] + len(search), _shift(rows[places[0]:places[0] + len(search)], search)
+            return places[0], places[0] + len(search)
     if last_try:
         raise SearchBlockError(f"{block.shown()} matches nowhere in the file, not even with whitespace ignored")
     return None
 
 
-def _shift(matched: list[str], search: list[str]) -> tuple[str, str]:
-    """(taken, added): the indentation the file has where SEARCH has less (added) or more (taken)."""
+def _replacement(matched: list[str], block: Block) -> list[str]:
+    """The lines that take `matched`'s place: a REPLACE line that repeats its SEARCH line exactly
+    (context) is the file's own line, as it is (it may differ from the quote by whitespace); the
+    others are REPLACE's, re-indented by what the file has and SEARCH lacks (`_shift`). A line
+    whose whitespace REPLACE changes is a change."""
+    search, replace = block.search, block.replace
+    shift = _shift(matched, search, replace, block)
+    out: list[str] = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, search, replace, autojunk=False).get_opcodes():
+        out += matched[i1:i2] if op == "equal" else [_shifted(line, shift) for line in replace[j1:j2]]
+    return out
+
+
+def _shift(matched: list[str], search: list[str], replace: list[str], block: Block) -> tuple[str, str]:
+    """(taken, added): SEARCH quoted with less indentation than the file has (a method quoted out
+    of its class) gets `added` in front of REPLACE's new lines, quoted with more gets `taken` off
+    them: REPLACE is read as written in SEARCH's frame, as assistants write both. Refused when the
+    quote's indentation is no prefix of the file's or the reverse, or a REPLACE line lacks what
+    would be taken off."""
     k = next((k for k, line in enumerate(search) if line.strip()), None)
-    if k is None:
+    have, want = (indent_of(matched[k]), indent_of(search[k])) if k is not None else ("", "")
+    if have == want:
         return "", ""
-    have, want = indent_of(matched[k]), indent_of(search[k])
+    unclear = SearchBlockError(f"{block.shown()} is quoted with other indentation than the file's, and how its "
+                               "REPLACE lines are to be indented is not plain")
     if have.startswith(want):
         return "", have[len(want):]
-    if want.startswith(have):
-        return want[len(have):], ""
-    return "", ""
+    taken = want[len(have):] if want.startswith(have) else None
+    if taken is None or any(line.strip() and not line.startswith(taken) for line in replace):
+        raise unclear
+    return taken, ""
 
 
 def _shifted(line: str, shift: tuple[str, str]) -> str:

@@ -87,3 +87,19 @@ def test_detection_and_what_is_not_a_block():
     assert apply_blocks("", blocks(block("", "print(1)\n"))) == "print(1)\n"
     with pytest.raises(SearchBlockError, match="empty SEARCH"):
         apply_blocks("x = 1\n", blocks(block("", "print(1)\n")))
+
+
+def test_start_lines_name_lines_of_the_original_while_blocks_above_add_lines():
+    """Roo Code's :start_line: counts in the file as it was: the lines a block above adds move it."""
+    twice = "x = 1\nprint(x)\n\nx = 1\nprint(x)\n"
+    roo = ("<<<<<<< SEARCH\n:start_line:1\n-------\nx = 1\n=======\n# first\n# more\nx = 1\n>>>>>>> REPLACE\n"
+           "<<<<<<< SEARCH\n:start_line:4\n-------\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n")
+    assert apply(roo, twice, "a.py") == "# first\n# more\nx = 1\nprint(x)\n\nx = 2\nprint(x)\n"
+
+
+def test_a_quote_s_context_lines_stay_the_file_s_own_and_whitespace_edits_are_edits():
+    """SEARCH quoted without the file's trailing spaces: the context lines REPLACE repeats keep
+    them; a line REPLACE re-indents is re-indented."""
+    original = "def f():  \n    a = 1\n  b = 2\n"
+    answer = block("def f():\n    a = 1\n  b = 2\n", "def f():\n    a = 1\n    b = 2\n")
+    assert apply(answer, original, "f.py") == "def f():  \n    a = 1\n    b = 2\n"
