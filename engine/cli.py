@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
+from engine.choices import BACKENDS, FORMS, MODES
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 console = Console(stderr=True)
@@ -145,13 +147,13 @@ def add_apply_parser(sub) -> None:
                    "leave out for an instruction-only edit")
     p.add_argument("--instruction", help="what the edit does: needed without a SNIPPET; with one, only the rewrite "
                    "prompt form shows it to the model")
-    p.add_argument("--mode", choices=("auto", "model", "deterministic"), default=None,
+    p.add_argument("--mode", choices=MODES, default=None,
                    help="auto (default): the deterministic merge when it is trusted, else the model")
     p.add_argument("--no-model", action="store_true", help="short for --mode deterministic")
     p.add_argument("--model", default=None, help="model preset or HF folder (default: EDITAPPLY_MODEL or the registry default)")
     p.add_argument("--engine", metavar="URL", help="use a running `editapply serve` at URL instead of loading a model")
     add_backend_args(p)
-    p.add_argument("--prompt-form", choices=("rewrite", "draft"), default=None, help="apply prompt form (default: draft)")
+    p.add_argument("--prompt-form", choices=FORMS, default=None, help="apply prompt form (default: draft)")
     p.add_argument("--language", default=None, help="override the language detected from the file name")
     p.add_argument("--max-tokens", type=int, default=None, help="cap on generated tokens (default: the expected size + a margin)")
     p.add_argument("--write", action="store_true", help="write the result to FILE (atomically)")
@@ -163,7 +165,7 @@ def add_apply_parser(sub) -> None:
 
 
 def add_backend_args(p) -> None:
-    p.add_argument("--backend", choices=("engine", "vllm"), default=None,
+    p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="who generates: engine (ours, in this process; the default, or EDITAPPLY_BACKEND) or vllm")
     p.add_argument("--vllm-url", metavar="URL", default=None, help="with --backend vllm: a running `vllm serve` "
                    "(default: EDITAPPLY_VLLM_URL; none: start one here for --model, EDITAPPLY_VLLM_ARGS added)")

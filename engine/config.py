@@ -11,11 +11,11 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
+from engine.choices import BACKENDS
 from engine.loader.registry import DEFAULT_MODEL
 from engine.spec.drafters import DRAFTER_KINDS
 from kernels.paged_attention import IMPLS as ATTENTION_IMPLS
 
-BACKENDS = ("engine", "vllm")
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}

@@ -40,7 +40,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from engine.apply.diff import unified_diff
 from engine.apply.hunks import diff_rows, hunks, take
-from engine.apply.pipeline import MODES, ApplyRequest, ApplyResult, Plan, apply_edit, prepare
+from engine.choices import MODES
+from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit, prepare
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable
 from lsp_server import documents, errors

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from engine.apply.pipeline import MODES
-from prompts.apply import FORMS
+from engine.choices import BACKENDS, FORMS, MODES
 
 ENGINES = ("local", "remote")
 SECTION = "editapply"
@@ -37,7 +36,6 @@ SECTION = "editapply"
 KEYS = {"engine": "engine", "model": "model", "backend": "backend", "vllmUrl": "vllm_url", "engineUrl": "engine_url",
         "apiKey": "api_key", "mode": "mode", "promptForm": "prompt_form", "maxTokens": "max_tokens",
         "pickReadings": "pick_readings"}
-BACKENDS = ("engine", "vllm")
 
 
 @dataclass(frozen=True)

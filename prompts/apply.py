@@ -27,8 +27,9 @@ from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
+from engine.choices import FORMS  # the forms a request with a snippet may choose
+
 HERE = Path(__file__).parent
-FORMS = ("rewrite", "draft")  # the forms a request with a snippet may choose
 # Fence language tags models know for each language name.
 FENCE_TAGS = {"python": "python", "javascript": "javascript", "typescript": "typescript", "tsx": "tsx",
               "go": "go", "rust": "rust", "java": "java", "c": "c", "cpp": "cpp", "ruby": "ruby",

@@ -49,9 +49,8 @@ from engine.apply.search_replace import apply_blocks, blocks, looks_like_search_
 from engine.apply.targets import Region, find_region
 from engine.apply.validate import Validation, validate
 from engine.types import GenerationStats
-from prompts.apply import FORMS
+from engine.choices import FORMS, MODES
 
-MODES = ("auto", "model", "deterministic")
 # Measured on the dev set with the model path forced (bench/RESULTS.md, "Apply quality").
 DEFAULT_PROMPT_FORM = "draft"
 _DIFF_START = re.compile(r"^(--- |\+\+\+ |diff --git |Index: |@@)")

@@ -19,6 +19,8 @@ import re
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from engine.choices import FORMS, MODES
+
 
 def _valid_unicode(value: str) -> str:
     # JSON may spell a lone surrogate (\ud800); the tokenizer cannot encode one.
@@ -152,10 +154,10 @@ class ApplyRequestBody(Body):
     path: PathText | None = Field(None, description="The file's name: picks the language and labels the diff (no file is "
                                                      "read or written; '..', leading '/' and control characters never "
                                                      "reach the diff headers)")
-    mode: Literal["auto", "deterministic", "model"] = Field(
+    mode: Literal[MODES] = Field(
         "auto", description="auto: the deterministic merge when it validates; where the snippet can be read several "
                             "ways, the model ranks the readings; else the model writes what the merge could not place")
-    prompt_form: Literal["rewrite", "draft"] | None = None
+    prompt_form: Literal[FORMS] | None = None
     reading: int | None = Field(None, ge=1, description="For a snippet that can be read several ways: take reading N "
                                                         "(1-based, as a refusal's `readings` list them)")
     use_prediction: bool = Field(True, description="Draft from the predicted merge (false: from the file and snippet only)")
