@@ -32,7 +32,7 @@ import httpx
 
 from engine.apply.errors import ApplyCancelled, ApplyError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Plan, Progress, apply_edit
+from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, Progress, apply_edit
 from engine.types import EngineUnavailable  # cannot be reached (remote, vLLM) or loaded (local)
 from lsp_server.settings import Settings
 
@@ -137,7 +137,7 @@ class LocalEngine:
     async def apply(self, req: ApplyRequest, plan: Plan, on_progress: OnProgress,
                     on_status: OnStatus | None = None) -> ApplyResult:
         service = await self.service(on_status)
-        form = req.prompt_form or DEFAULT_PROMPT_FORM
+        form = req.form
         job = await asyncio.to_thread(build_job, plan, service.tokenizer, service.cfg.max_model_len, form,
                                       req.max_tokens, req.use_prediction)
         if on_status is not None:

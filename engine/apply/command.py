@@ -31,7 +31,7 @@ from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, EmptySnippetError
 from engine.apply.files import (FileChangedError, WriteError, check_writable, decode_source, read_bounded, read_source,
                                 read_stream, write_source)
-from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Progress, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, ApplyResult, Progress, apply_edit, prepare
 from engine.apply.text import BOM
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -145,7 +145,7 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
     if tokenizer is None:  # mode auto, and the merge was not trusted
         cfg, tokenizer = _tokenizer(args)
         limits.check_context(req, tokenizer, cfg.max_model_len)
-    form = req.prompt_form or DEFAULT_PROMPT_FORM
+    form = req.form
     job = build_job(plan, tokenizer, cfg.max_model_len, form, req.max_tokens, req.use_prediction)
     doing = "the model ranks the readings" if job is None else "the model writes the file"
     err.print(f"{plan.reason}: {doing}", markup=False, highlight=False, soft_wrap=True, style="dim")

@@ -93,6 +93,11 @@ class ApplyRequest:
                                          or self.reading < 1):
             raise ApplyError(f"reading must be a positive integer (a reading's number), got {self.reading!r}")
 
+    @property
+    def form(self) -> str:
+        """The prompt form the model path uses: the one asked for, else DEFAULT_PROMPT_FORM."""
+        return self.prompt_form or DEFAULT_PROMPT_FORM
+
     @classmethod
     def from_dict(cls, body: dict) -> "ApplyRequest":
         """From a `POST /v1/apply` body; keys other than the fields (e.g. `stream`) are ignored."""
@@ -332,7 +337,7 @@ def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
             yield _deterministic_result(plan, note)
             return
         raise NeedsModelError("this request needs the model, and no engine is available")
-    form = req.prompt_form or DEFAULT_PROMPT_FORM
+    form = req.form
     job = job or build_job(plan, engine.tokenizer, engine.cfg.max_model_len, form, req.max_tokens, req.use_prediction)
     tokens: list[int] = []
     stats = GenerationStats(prompt_tokens=job.prompt_tokens)

@@ -28,7 +28,7 @@ from fastapi.responses import Response
 from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import DEFAULT_PROMPT_FORM, ApplyRequest, ApplyResult, Plan, apply_edit
+from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable, GenerationStats, RequestError
 from engine.server.events import APPLY_EVENTS
@@ -123,7 +123,7 @@ class ApplyRun:
     def _build_job(self):
         limits.check_context(self.req, self.state.tokenizer, self.state.context_limit)
         return build_job(self.plan, self.state.tokenizer, self.state.context_limit,
-                         self.req.prompt_form or DEFAULT_PROMPT_FORM, self.req.max_tokens, self.req.use_prediction,
+                         self.req.form, self.req.max_tokens, self.req.use_prediction,
                          default_cap=self.state.settings.max_tokens_limit or None)
 
     async def deltas(self) -> AsyncIterator[str]:
