@@ -39,7 +39,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from engine.apply.diff import unified_diff
-from engine.apply.hunks import diff_rows, hunks, take
+from engine.apply.hunks import described, hunks, take
 from engine.choices import MODES
 from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit, prepare
 from engine.apply.text import BOM
@@ -172,16 +172,14 @@ def _result(snap: Snapshot, result: ApplyResult) -> dict:
     d = result.as_dict()
     readings = [{"label": r["label"], "diff": r["diff"], "merged": r["merged_code"], "logprob": r["logprob"]}
                 for r in d["readings"]]
-    return {"uri": snap.uri, "version": snap.version, "diff": d["diff"], "validation": d["validation"],
-            "stats": d["stats"], "usage": d["usage"], "readings": readings}
+    return {"uri": snap.uri, "version": snap.version, "diff": d["diff"], "hunks": d["hunks"],
+            "validation": d["validation"], "stats": d["stats"], "usage": d["usage"], "readings": readings}
 
 
-def _review(snap: Snapshot, merged: str, diff: str | None = None) -> dict:
+def _review(snap: Snapshot, merged: str) -> dict:
     """`merged` against the document as review shows it: its diff and hunks."""
-    diff = unified_diff(snap.text, merged, snap.path or "file") if diff is None else diff
-    found = hunks(snap.text, merged)
-    return {"merged": merged, "diff": diff,
-            "hunks": [{**h.as_dict(), "diffRows": list(r)} for h, r in zip(found, diff_rows(diff, found))]}
+    diff = unified_diff(snap.text, merged, snap.path or "file")
+    return {"merged": merged, "diff": diff, "hunks": described(diff, hunks(snap.text, merged))}
 
 
 def _hunk_indexes(command: str, name: str, value: list, count: int) -> set[int]:
@@ -229,7 +227,7 @@ def register(server: EditApplyServer) -> None:
         a = apply_args(PREVIEW, args)
         snap = documents.snapshot(ls, a.uri)
         result = await run_pipeline(ls, snap, a, "preview")
-        return {**_result(snap, result), **_review(snap, result.merged_code, result.diff)}
+        return {"merged": result.merged_code, **_result(snap, result)}
 
     @server.command(HUNKS)
     async def review(ls: EditApplyServer, args: dict) -> dict:

@@ -163,7 +163,7 @@ def test_json_prints_the_v1_apply_response(tmp_path, target):
     run = editapply(str(target), snippet_file(tmp_path, INSERT), "--json", "--no-model")
     assert run.returncode == 0
     body = json.loads(run.stdout)
-    assert set(body) == {"merged_code", "diff", "validation", "usage", "stats", "readings"}
+    assert set(body) == {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks"}
     assert body["validation"] == {"ok": True, "problems": []}
     assert set(body["usage"]) == {"prompt_tokens", "completion_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens"}
     assert body["stats"]["path"] == "deterministic" and body["stats"]["merge_status"] == "exact"

@@ -33,6 +33,11 @@ class Hunk:
         return {"start": self.start, "end": self.end, "newStart": self.new_start, "newEnd": self.new_end}
 
 
+def described(diff_text: str, found: list[Hunk]) -> list[dict]:
+    """The hunks as results list them: their rows, and the rows of `diff_text` that show each."""
+    return [{**h.as_dict(), "diffRows": list(r)} for h, r in zip(found, diff_rows(diff_text, found))]
+
+
 def _rows(text: str) -> list[str]:
     lines = split_lines(text)
     return [line + eol for line, eol in zip(lines.lines, lines.eols)]

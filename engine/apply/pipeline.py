@@ -43,6 +43,7 @@ from engine.apply.languages import detect_language
 from engine.apply.merge import MergeResult
 from engine.apply.model_path import ModelJob, build_job, closed, finish
 from engine.apply.fences import excerpts
+from engine.apply.hunks import Hunk, described, hunks
 from engine.apply.ranking import MARGIN, Ranking, rank
 from engine.apply.readings import Reading, explore
 from engine.apply.search_replace import apply_blocks, blocks, looks_like_search_replace
@@ -130,7 +131,8 @@ class ReadingChoice:
 class ApplyResult:
     """What every front end returns; `as_dict()` is the `POST /v1/apply` response. `readings`
     lists the snippet's readings when it is ambiguous: the one taken first when the model chose
-    (stats `path` "ranked"), or the choices of a refusal."""
+    (stats `path` "ranked"), or the choices of a refusal. `hunks`: the changes from the file to
+    `merged_code` one by one (hunks.py), which editors accept or reject one at a time."""
 
     merged_code: str
     diff: str
@@ -138,6 +140,7 @@ class ApplyResult:
     usage: dict
     stats: dict
     readings: tuple[ReadingChoice, ...] = ()
+    hunks: tuple[Hunk, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -157,6 +160,7 @@ class ApplyResult:
             "usage": dict(self.usage),
             "stats": dict(self.stats),
             "readings": [r.as_dict() for r in self.readings],
+            "hunks": described(self.diff, list(self.hunks)),
         }
 
     @classmethod
@@ -165,7 +169,9 @@ class ApplyResult:
         problems = tuple(Problem(p["name"], p["reason"], p.get("severity", "error"), p.get("line")) for p in v["problems"])
         readings = tuple(ReadingChoice(r["label"], r["merged_code"], r["diff"], r.get("logprob"))
                          for r in d.get("readings") or ())
-        return cls(d["merged_code"], d["diff"], Validation(bool(v["ok"]), problems), d["usage"], d["stats"], readings)
+        found = tuple(Hunk(h["start"], h["end"], h["newStart"], h["newEnd"]) for h in d.get("hunks") or ())
+        return cls(d["merged_code"], d["diff"], Validation(bool(v["ok"]), problems), d["usage"], d["stats"], readings,
+                   found)
 
 
 @dataclass(frozen=True)
@@ -379,8 +385,7 @@ def _deterministic_result(plan: Plan, note: Problem | None = None, ranking: Rank
     if ranking is not None:
         stats["ranking"] = _ranking_stats(ranking)
         usage["prompt_tokens"] = ranking.prompt_tokens + ranking.scored_tokens
-    return ApplyResult(text, unified_diff(original, text, _label(plan.request.path)), validation, usage, stats,
-                       _choices(plan, ranking))
+    return _result(original, text, plan.request.path, validation, usage, stats, _choices(plan, ranking))
 
 
 def _ranked_result(plan: Plan, engine) -> ApplyResult:
@@ -404,8 +409,7 @@ def _ranked_result(plan: Plan, engine) -> ApplyResult:
     stats.update(merge_status=chosen.merge.status, merge_confidence=chosen.merge.confidence, ranking=_ranking_stats(ranking))
     usage = {"prompt_tokens": ranking.prompt_tokens + ranking.scored_tokens, "completion_tokens": 0,
              "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
-    return ApplyResult(chosen.text, unified_diff(original, chosen.text, _label(plan.request.path)), validation, usage,
-                       stats, _choices(plan, ranking))
+    return _result(original, chosen.text, plan.request.path, validation, usage, stats, _choices(plan, ranking))
 
 
 def _choices(plan: Plan, ranking: Ranking | None) -> tuple[ReadingChoice, ...]:
@@ -441,7 +445,14 @@ def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats
              "accepted_prediction_tokens": stats.accepted, "rejected_prediction_tokens": stats.drafted - stats.accepted}
     out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started)
     out["max_tokens"] = job.max_tokens
-    return ApplyResult(text, unified_diff(original, text, _label(req.path)), validation, usage, out)
+    return _result(original, text, req.path, validation, usage, out)
+
+
+def _result(original: str, text: str, path: str | None, validation: Validation, usage: dict, stats: dict,
+            readings: tuple[ReadingChoice, ...] = ()) -> ApplyResult:
+    """The result for `text`, with its diff and hunks from `original`."""
+    return ApplyResult(text, unified_diff(original, text, _label(path)), validation, usage, stats, readings,
+                       tuple(hunks(original, text)))
 
 
 def _label(path: str | None) -> str:

@@ -1,7 +1,7 @@
 """`POST /v1/apply`: the apply pipeline (`engine/apply/pipeline.py`) over HTTP.
 
 The body is `ApplyRequest`'s fields plus `stream`; the answer is `ApplyResult.as_dict()`:
-`{merged_code, diff, validation, usage, stats}`. With `stream: true` the answer is SSE:
+`{merged_code, diff, validation, usage, stats, readings, hunks}`. With `stream: true` the answer is SSE:
 `{"type": "delta", "text": ...}` events carry the model's raw output as it is written (the model
 path only; the raw output may be a region of the file and ends with the closing fence), then one
 `{"type": "result", ...}` event with the whole result, then `[DONE]`.
@@ -43,7 +43,7 @@ router = APIRouter()
 
 _DONE = object()  # end of the worker's progress
 STREAM_EVENTS = ('{"type": "delta", "text"} with the model\'s raw output as it is written (the model path only), then '
-                 '{"type": "result", merged_code, diff, validation, usage, stats}; an error after the stream started '
+                 '{"type": "result", merged_code, diff, validation, usage, stats, readings, hunks}; an error after the stream started '
                  'is {"type": "error", "error": {...}}')
 
 

@@ -46,6 +46,17 @@ class ReadingItem(Event):
     logprob: float | None
 
 
+class HunkItem(Event):
+    """One change of the result (`hunks.Hunk`): 0-based rows of the file and of `merged_code`, end
+    exclusive, and the first and last row of `diff` that show it."""
+
+    start: int
+    end: int
+    newStart: int
+    newEnd: int
+    diffRows: list[int]
+
+
 class ApplyResultEvent(Event):
     type: Literal["result"]
     merged_code: str
@@ -54,6 +65,7 @@ class ApplyResultEvent(Event):
     usage: dict
     stats: dict
     readings: list[ReadingItem]
+    hunks: list[HunkItem]
 
 
 class RagResultEvent(Event):

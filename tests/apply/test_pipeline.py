@@ -35,7 +35,7 @@ AREA_FUZZY = "# ... existing code ...\n    def area(self):\n        return self.
 # The area change, and a method the merge cannot place (nothing in it occurs in the file): the
 # model writes the stretch between the placed neighbours.
 UNPLACED = AREA_FUZZY + "    def volume_zzz(self, depth):\n        return depth * 0\n# ... existing code ...\n"
-RESPONSE_KEYS = {"merged_code", "diff", "validation", "usage", "stats", "readings"}
+RESPONSE_KEYS = {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks"}
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens"}
 STATS_KEYS = {"steps", "accepted_per_step", "accepted_per_step_hist", "tokens_per_second", "ttft_ms", "path", "merge_status"}
 

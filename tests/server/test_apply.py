@@ -35,7 +35,7 @@ def test_deterministic_mode_reproduces_the_expected_file(client, case_id):
     r = client.post("/v1/apply", json=body(case, mode="deterministic"))
     assert r.status_code == 200, r.text
     result = r.json()
-    assert set(result) == {"merged_code", "diff", "validation", "usage", "stats", "readings"}
+    assert set(result) == {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks"}
     assert result["merged_code"] == case["expected"]
     assert apply_unified_diff(case["original"], result["diff"]) == case["expected"]
     assert result["validation"] == {"ok": True, "problems": []}

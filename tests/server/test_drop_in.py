@@ -62,6 +62,17 @@ def test_the_relace_route_refuses_stream(client):
     assert "POST /v1/apply with stream" in e["message"]
 
 
+def test_a_result_lists_its_hunks(client):
+    """Each change one by one (what editors accept or reject): rows of the file and of the merged
+    text, and the rows of the diff that show it."""
+    original = "".join(f"x{i} = {i}\n" for i in range(20))
+    snippet = "x1 = 10\n# ... existing code ...\nx15 = 150\n# ... existing code ...\n"
+    r = client.post("/v1/apply", json={"initial_code": original, "edit_snippet": snippet, "path": "v.py"}).json()
+    assert [(h["start"], h["end"], h["newStart"], h["newEnd"]) for h in r["hunks"]] == [(1, 2, 1, 2), (15, 16, 15, 16)]
+    diff = r["diff"].split("\n")
+    assert [diff[h["diffRows"][1]] for h in r["hunks"]] == ["+x1 = 10", "+x15 = 150"]
+
+
 def test_v1_apply_takes_search_replace_blocks_and_names_the_one_that_does_not_match(client):
     """Every edit format through one entry point: the format is detected from the text."""
     edit = "<<<<<<< SEARCH\n        return self.w * self.h\n=======\n        return abs(self.w * self.h)\n>>>>>>> REPLACE\n"
