@@ -66,11 +66,11 @@ def test_a_result_lists_its_hunks(client):
     """Each change one by one (what editors accept or reject): rows of the file and of the merged
     text, and the rows of the diff that show it."""
     original = "".join(f"x{i} = {i}\n" for i in range(20))
-    snippet = "x1 = 10\n# ... existing code ...\nx15 = 150\n# ... existing code ...\n"
+    snippet = "x0 = 0\nx1 = 'one'\n# ... existing code ...\nx14 = 14\nx15 = 'fifteen'\n# ... existing code ...\n"
     r = client.post("/v1/apply", json={"initial_code": original, "edit_snippet": snippet, "path": "v.py"}).json()
     assert [(h["start"], h["end"], h["newStart"], h["newEnd"]) for h in r["hunks"]] == [(1, 2, 1, 2), (15, 16, 15, 16)]
     diff = r["diff"].split("\n")
-    assert [diff[h["diffRows"][1]] for h in r["hunks"]] == ["+x1 = 10", "+x15 = 150"]
+    assert [diff[h["diffRows"][1]] for h in r["hunks"]] == ["+x1 = 'one'", "+x15 = 'fifteen'"]
 
 
 def test_v1_apply_takes_search_replace_blocks_and_names_the_one_that_does_not_match(client):
