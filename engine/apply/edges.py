@@ -176,18 +176,19 @@ def _blank_run(lines) -> int:
     return sum(1 for _ in itertools.takewhile(lambda line: not line.strip(), lines))
 
 
-def extend(lines, index, at, orig, limit, step, similar: bool = True):
+def extend(lines, index, at, orig, limit, step, similar: bool = True, past_blank: bool = False):
     """Let changed edge lines next to an anchor replace the original lines they resemble.
 
     Moves outward from segment line `at` / original line `orig` (exclusive bounds on the tail
     side, `step` +1) while the next pair is equal up to whitespace or (with `similar`) similar
     enough; never over a blank line (a blank usually separates a new definition from its
-    neighbour, which must stay). Returns the new bounds and whether a merely similar line was
-    taken.
+    neighbour, which must stay), nor from an anchor that ends in one unless `past_blank` (then
+    the caller offers the replacement as the second reading). Returns the new bounds and whether
+    a merely similar line was taken.
     """
     fuzzy = False
     edge = at if step < 0 else at - 1  # the anchor's outermost line (none for an empty anchor)
-    if 0 <= edge < len(lines) and not lines[edge].strip():
+    if 0 <= edge < len(lines) and not lines[edge].strip() and not past_blank:
         return at, orig, False
     if 0 <= edge < len(lines) and _documents(lines, edge, step):
         # A definition's doc comment (above it) or docstring (below it) is one thing: a

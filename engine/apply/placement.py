@@ -254,18 +254,29 @@ def _left_out_choice(lines: list[str], index: OriginalIndex, missing, cand: Cand
 def _edge(lines: list[str], index: OriginalIndex, at: int, orig: int, limit: int, step: int, choices: Choices,
           row: int) -> tuple[int, int, bool]:
     """`edges.extend` from an anchor's edge, and the choice where it took a merely similar line:
-    the changed line replaces it, or is inserted beside it (then only equal lines extend)."""
-    found = extend(lines, index, at, orig, limit, step)
+    the changed line replaces it, or is inserted beside it (then only equal lines extend). Past
+    an anchor that ends in a blank line the insertion is the first reading, the replacement the
+    second (`TIMEOUT = 60` after `import os` and a blank line, above `TIMEOUT = 30`)."""
+    found = similar = extend(lines, index, at, orig, limit, step)
+    first = "replace"
     if not found[2]:
-        return found
-    s, o = found[:2]
+        similar = extend(lines, index, at, orig, limit, step, past_blank=True)
+        if not similar[2]:
+            return found
+        first = "insert"
+    s, o = similar[:2]
     seg_rows, orig_rows = (range(s, at), range(o, orig)) if step < 0 else (range(at, s), range(orig, o))
     where = f"original line(s) {orig_rows[0] + 1}-{orig_rows[-1] + 1}"
-    taken = choices.pick(f"edge@{row + seg_rows[0 if step < 0 else -1]}", {
+    options = {
         "replace": f"snippet line(s) {row + seg_rows[0] + 1}-{row + seg_rows[-1] + 1} replace the similar {where}",
         "insert": f"snippet line(s) {row + seg_rows[0] + 1}-{row + seg_rows[-1] + 1} are new and go beside {where}, "
-                  "which are kept"})
-    return found if taken == "replace" else extend(lines, index, at, orig, limit, step, similar=False)
+                  "which are kept"}
+    if first == "insert":
+        options = {"insert": options["insert"], "replace": options["replace"]}
+    taken = choices.pick(f"edge@{row + seg_rows[0 if step < 0 else -1]}", options)
+    if taken == "replace":
+        return similar
+    return found if first == "insert" else extend(lines, index, at, orig, limit, step, similar=False)
 
 
 def _unanchored(snippet, j, index, lo, hi, open_top, open_bottom) -> tuple[Candidate, float] | Placement | Failure:

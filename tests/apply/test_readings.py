@@ -30,6 +30,23 @@ def test_an_edge_line_that_resembles_its_neighbour_replaces_it_or_sits_beside_it
                      AREA.replace("        x = self.w", "        y = self.w")]
 
 
+CONSTANTS = 'import os\n\nTIMEOUT = 30\nRETRIES = 3\n\n\ndef main():\n    return TIMEOUT\n'
+
+
+@pytest.mark.parametrize("original, snippet, old, new", [
+    (CONSTANTS, "import os\n\nTIMEOUT = 60\n# ... existing code ...\n", "TIMEOUT = 30\n", "TIMEOUT = 60\n"),
+    ("def main():\n    timeout = 30\n\n    retries = 3\n    run(timeout, retries)\n",
+     "def main():\n    timeout = 30\n\n    retries = 5\n    # ... existing code ...\n", "    retries = 3\n", "    retries = 5\n"),
+])
+def test_a_changed_line_after_a_blank_anchor_line_replaces_its_like_or_is_new(original, snippet, old, new):
+    """A line like its neighbour, after an anchor that ends in a blank line: the blank used to end
+    the search for it, and the line was inserted beside the one it changes, at confidence 1.0.
+    Both readings now (it was wrong but valid; found probing the shapes of issue 30)."""
+    found = texts(original, snippet)
+    assert len(found) == 2 and original.replace(old, new) in found
+    assert any(new in text and old in text for text in found)  # the insertion
+
+
 def test_an_edge_line_inserted_after_a_return_is_no_reading():
     # Beside `return x`, `return x * 2` would never run: the replacement is the one reading.
     snippet = "# ... existing code ...\n        x = self.w * self.h\n        return x * 2\n# ... existing code ...\n"
