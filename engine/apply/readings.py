@@ -15,6 +15,7 @@ the merge's answer, whatever option made it; several are an ambiguity -- the mod
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, replace
 
 from engine.apply.errors import Problem
@@ -83,8 +84,9 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
                     tried.add(sig)
                     queue.append({**fixed, key: name})
     first = runs[0][0]
-    # A reading that leaves code after a `return` (an edge line inserted beside the one it
-    # changes) is not what anyone meant, unless the original or the snippet has such code too.
+    # A reading that leaves code after a `return`, or assigns a name twice in a row (an edge
+    # line inserted beside the one it changes), is not what anyone meant, unless the original
+    # or the snippet has such code too.
     dead_before = functools.cache(lambda: _dead_lines(original) + sum(_dead_lines("\n".join(s.lines))
                                                                       for s in snippet.segments))
     readings: dict[str, Reading] = {}
@@ -123,14 +125,24 @@ _EXITS = ("return", "raise", "throw", "break", "continue")
 _GOES_ON = ("else", "elif", "except", "finally", "catch", "case", "default", "#", "//", "/*", "*", "end")
 
 
+# `NAME = value` (with `const` / `let` / `var` / `export`, or a type annotation): the name and the value.
+_ASSIGNMENT = re.compile(r"^\s*(?:(?:export|const|let|var)\s+)*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?![=>])(.*)$")
+
+
 def _dead_lines(text: str) -> int:
     """Lines right after a `return` / `raise` / `throw` / `break` / `continue` at its depth that
-    are not a closer or the next branch (`else`, `case`, a comment): code that never runs."""
+    are not a closer or the next branch (`else`, `case`, a comment): code that never runs; and
+    assignments overwritten by the next line at their depth before anything reads them
+    (`TIMEOUT = 60` above `TIMEOUT = 30`)."""
     rows = [line for line in split_lines(text).lines if line.strip()]
     dead = 0
     for line, after in zip(rows, rows[1:]):
         word = line.strip().split(" ", 1)[0].rstrip(";")
-        if word in _EXITS and indent_of(after) == indent_of(line) and not is_trivial(after) \
-                and not after.strip().startswith(_GOES_ON):
+        if indent_of(after) != indent_of(line):
+            continue
+        if word in _EXITS and not is_trivial(after) and not after.strip().startswith(_GOES_ON):
+            dead += 1
+        elif (first := _ASSIGNMENT.match(line)) and (second := _ASSIGNMENT.match(after)) and first[1] == second[1] \
+                and not re.search(rf"\b{re.escape(first[1])}\b", second[2]):
             dead += 1
     return dead
