@@ -127,13 +127,16 @@ _GOES_ON = ("else", "elif", "except", "finally", "catch", "case", "default", "#"
 
 # `NAME = value` (with `const` / `let` / `var` / `export`, or a type annotation): the name and the value.
 _ASSIGNMENT = re.compile(r"^\s*(?:(?:export|const|let|var)\s+)*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?![=>])(.*)$")
+# An entry of a dict, an object or a struct literal, `'key': value,`: the key and the value.
+_ENTRY = re.compile(r"""^\s*(['"]?)([\w$.-]+)\1\s*:(?!:)\s*(.+?),\s*$""")
 
 
 def _dead_lines(text: str) -> int:
     """Lines right after a `return` / `raise` / `throw` / `break` / `continue` at its depth that
     are not a closer or the next branch (`else`, `case`, a comment): code that never runs; and
     assignments overwritten by the next line at their depth before anything reads them
-    (`TIMEOUT = 60` above `TIMEOUT = 30`)."""
+    (`TIMEOUT = 60` above `TIMEOUT = 30`), and entries of a literal whose next entry has the same
+    key."""
     rows = [line for line in split_lines(text).lines if line.strip()]
     dead = 0
     for line, after in zip(rows, rows[1:]):
@@ -145,4 +148,6 @@ def _dead_lines(text: str) -> int:
         elif (first := _ASSIGNMENT.match(line)) and (second := _ASSIGNMENT.match(after)) and first[1] == second[1] \
                 and not re.search(rf"\b{re.escape(first[1])}\b", second[2]):
             dead += 1
+        elif (first := _ENTRY.match(line)) and (second := _ENTRY.match(after)) and first[2] == second[2]:
+            dead += 1  # the same key twice: the first entry is overwritten (or does not compile)
     return dead

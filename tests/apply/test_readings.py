@@ -46,6 +46,13 @@ def test_a_changed_assignment_after_a_blank_anchor_line_replaces_the_old_one(ori
     assert texts(original, snippet) == [original.replace(old, new)]
 
 
+def test_a_changed_entry_replaces_the_entry_of_the_same_key():
+    """Inserting `'b': 20,` beside `'b': 2,` would give the literal the same key twice."""
+    original = "CONFIG = {\n    'a': 1,\n    'b': 2,\n    'c': 3,\n}\n"
+    snippet = "CONFIG = {\n    'a': 1,\n    'b': 20,\n    # ... existing code ...\n}\n"
+    assert texts(original, snippet) == [original.replace("'b': 2,", "'b': 20,")]
+
+
 def test_a_changed_call_after_a_blank_anchor_line_replaces_its_like_or_is_new():
     snippet = "def main():\n    timeout = 30\n\n    retries = 3\n    run(timeout, retries, 1)\n    # ... existing code ...\n"
     found = texts(RUN.replace("    run(", "\n    run("), snippet.replace("    run(", "\n    run("))
