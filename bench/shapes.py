@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 M = "# ... existing code ...\n"
 C = 'import os\n\nTIMEOUT = 30\nRETRIES = 3\nNAME = "svc"\n\n\ndef main():\n    return TIMEOUT\n'
 O1 = 'import os\nimport sys\n\nTIMEOUT = 30\nRETRIES = 3\n\n\ndef main():\n    return TIMEOUT\n'
-P = [  # (language, original, snippet, expected)
+SHAPES = [  # (language, original, snippet, expected)
  ("py", C, "import os\n\nTIMEOUT = 60\n" + M, C.replace("TIMEOUT = 30", "TIMEOUT = 60")),
  ("py", C, "import os\n\nTIMEOUT = 60\nRETRIES = 3\n" + M, C.replace("TIMEOUT = 30", "TIMEOUT = 60")),
  ("py", "def main():\n    timeout = 30\n\n    retries = 3\n    run(timeout, retries)\n", "def main():\n    timeout = 30\n\n    retries = 5\n    " + M,
@@ -40,7 +40,6 @@ P = [  # (language, original, snippet, expected)
  ("py", "def f(a):\n    b = a + 1\n    return b\n", "def f(a):\n    b = a + 1\n    print(b)\n    " + M, "def f(a):\n    b = a + 1\n    print(b)\n    return b\n"),
  ("py", "def f(a):\n    log('start')\n    b = g(a, 1)\n    return b\n", "    " + M + "    b = g(a, 2)\n    " + M, "def f(a):\n    log('start')\n    b = g(a, 2)\n    return b\n"),
 ]
-SHAPES = P
 
 RUN = """
 import json, sys
