@@ -32,8 +32,9 @@ queue is bounded apart (`ServerState.check_capacity`), so a flood of one kind of
 fill the other's queue. A worker that dies (killed, out of memory) is replaced and its request
 tried once more on another; a request that kills two gets a 500. A merge whose caller is
 cancelled (its client hung up: `ApplyRun.prepare`) gets `ABANDON_S` to end, its answer dropped;
-one that runs on is killed and its worker replaced, so no lane stays held for nobody. `workers` 0 runs merges in the server's thread pool
-instead (no processes: for platforms without them, and to measure what the processes buy).
+one that runs on is killed and its worker replaced, so no lane stays held for nobody.
+`workers` 0 runs merges in the server's thread pool instead (no processes: for platforms without
+them, and to measure what the processes buy).
 """
 
 from __future__ import annotations
