@@ -43,8 +43,8 @@ router = APIRouter()
 
 _DONE = object()  # end of the worker's progress
 STREAM_EVENTS = ('{"type": "delta", "text"} with the model\'s raw output as it is written (the model path only), then '
-                 '{"type": "result", merged_code, diff, validation, usage, stats, readings, hunks}; an error after the stream started '
-                 'is {"type": "error", "error": {...}}')
+                 '{"type": "result", merged_code, diff, validation, usage, stats, readings, hunks}; an error after the '
+                 'stream started is {"type": "error", "error": {...}}')
 
 
 class _TrackedEngine:
