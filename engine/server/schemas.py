@@ -158,7 +158,7 @@ class ApplyRequestBody(Body):
         "auto", description="auto: the deterministic merge when it validates; where the snippet can be read several "
                             "ways, the model ranks the readings; else the model writes what the merge could not place")
     prompt_form: Literal[FORMS] | None = None
-    reading: int | None = Field(None, ge=1, description="For a snippet that can be read several ways: take reading N "
+    reading: integer(ge=1) | None = Field(None, description="For a snippet that can be read several ways: take reading N "
                                                         "(1-based, as a refusal's `readings` list them)")
     use_prediction: bool = Field(True, description="Draft from the predicted merge (false: from the file and snippet only)")
     stream: bool = False

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lsp.test_apply import SHAPES
 from tests.server.test_apply import CASES, DETERMINISTIC
 from tests.server.test_drop_in import NOWHERE
 
@@ -28,7 +29,7 @@ def continue_adapters():
 def test_continue_applies_through_editapply(live, continue_adapters, tmp_path):
     case = CASES[DETERMINISTIC[0]]
     config = {"url": live.url, "original": case["original"], "snippet": case["update_snippet"],
-              "nowhere": NOWHERE, "out": str(tmp_path / "report.json")}
+              "refused": {"original": SHAPES, "snippet": NOWHERE}, "out": str(tmp_path / "report.json")}
     (tmp_path / "config.json").write_text(json.dumps(config))
     run = subprocess.run(["node", continue_adapters, tmp_path / "config.json"], cwd=DRIVER, capture_output=True,
                          text=True, timeout=300)
