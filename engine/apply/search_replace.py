@@ -52,7 +52,7 @@ class Block:
     search: list[str]
     replace: list[str]
     start_line: int | None = None  # Roo Code's hint: 1-based line where SEARCH starts
-    number: int = 0  # 1-based, in the answer's order
+    number: int = 0  # 1-based, among the answer's blocks for this file
 
     def shown(self) -> str:
         first = next((line.strip() for line in self.search if line.strip()), "")
