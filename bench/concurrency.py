@@ -33,7 +33,7 @@ from engine.types import SamplingParams
 from engine.types import Request
 
 MODES = {"plain": ("none", 1), "lookup K=16 +prediction": ("lookup", 16),
-         "hybrid K=16 +prediction": ("hybrid", 16)}  # hybrid: lookup + the draft model (engine/spec/hybrid.py)
+         "hybrid K=16 +prediction": ("hybrid", 16)}  # hybrid: lookup + the draft model (engine/speculative/hybrid.py)
 
 
 def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int, max_tokens: int,

@@ -103,7 +103,7 @@ job() {
       --shape qwen2.5-coder-1.5b --beside qwen2.5-coder-0.5b --contexts 1024 4096) ;;
     hybrid_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
       $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid --workloads instruction rag chat) ;;
-    # The 1.5B's draft heads (engine/spec/heads.py), trained on the carried corpus (bench/heads_corpus.py,
+    # The 1.5B's draft heads (engine/speculative/heads.py), trained on the carried corpus (bench/heads_corpus.py,
     # a part named corpus), then the drafters and the concurrency levels with them.
     heads_train) train_heads15 420 ;;
     # The same, half of each batch from the target's answers to 1,024 requests made from the corpus.

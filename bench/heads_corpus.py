@@ -1,4 +1,4 @@
-"""The corpus the benchmarks' draft heads were trained on (engine/spec/heads_train.py), as a tarball.
+"""The corpus the benchmarks' draft heads were trained on (engine/training/heads.py), as a tarball.
 
 Source files and prose from what this machine has installed: the virtualenv's Python packages
 (code, and their .md/.rst/.txt docs), the JavaScript/TypeScript of node_modules folders found
@@ -20,7 +20,7 @@ import tarfile
 from pathlib import Path
 
 from bench.common import load_dev
-from engine.spec.heads_train import MAX_FILE_BYTES
+from engine.training.heads import MAX_FILE_BYTES
 
 EXCLUDED = ("flask", "httpx", "commander", "koa", "vscode-languageserver", "vscode-jsonrpc", "vscode-languageclient",
             "urfave", "groupcache", "serde")

@@ -28,7 +28,7 @@ from engine.kv_cache import kv_bytes_per_token
 from engine.rag import rag_request
 from engine.types import GenerationStats, SamplingParams
 from engine.types import Request
-from engine.spec.drafters import make_drafter
+from engine.speculative.drafters import make_drafter
 
 KV_FORMATS = ("auto", "fp8", "int8", "int4")
 

@@ -9,7 +9,7 @@ engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks
 same greedy tokens, drafts and all.
 
 `--beside SHAPE`: a draft model of SHAPE (random weights too) writing n tokens on its own stream
-while the target's K=16 step runs, as the hybrid drafter drafts ahead (engine/spec/hybrid.py):
+while the target's K=16 step runs, as the hybrid drafter drafts ahead (engine/speculative/hybrid.py):
 the target's step alone, the draft's n tokens alone, and both launched together.
 
     python -m bench.step_time [--shape qwen2.5-coder-0.5b] [--contexts 1024 4096 8192]

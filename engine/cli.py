@@ -247,7 +247,7 @@ def add_lsp_parser(sub) -> None:
 
 def cmd_train_heads(args) -> int:
     from engine.loader import registry
-    from engine.spec.heads_train import train_model_heads
+    from engine.training.heads import train_model_heads
 
     try:
         train_model_heads(args.model or registry.DEFAULT_MODEL, args.corpus, args.heads, args.steps, args.batch,
@@ -261,7 +261,7 @@ def cmd_train_heads(args) -> int:
 
 def add_train_heads_parser(sub) -> None:
     p = sub.add_parser("train-heads", help="train a model's draft heads (the hybrid drafter's free draft; GPU advised)",
-                       description="Train draft heads (engine/spec/heads.py) for a model on its own predictions "
+                       description="Train draft heads (engine/speculative/heads.py) for a model on its own predictions "
                        "over a corpus of text files, and store them next to the model; "
                        "EDITAPPLY_DRAFTER=hybrid EDITAPPLY_DRAFT_MODEL=heads then uses them.")
     p.add_argument("--model", default=None, help="preset or HF folder (default: the registry default)")

@@ -13,7 +13,7 @@ import torch
 
 from engine.choices import BACKENDS
 from engine.loader.registry import DEFAULT_MODEL
-from engine.spec.drafters import DRAFTER_KINDS
+from engine.speculative.drafters import DRAFTER_KINDS
 from kernels.paged_attention import IMPLS as ATTENTION_IMPLS
 
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
@@ -41,12 +41,12 @@ class EngineConfig:
     adaptive_drafts: bool = True  # size drafts from the measured step cost and acceptance rates
     verify_tokens: int = 16  # K: positions verified per step ([last token] + up to K-1 drafts)
     drafter: str = "lookup"  # lookup | hybrid | draft | ngram-earliest | pld | none
-    # The draft model of the `hybrid` and `draft` drafters (engine/spec/hybrid.py): a preset or
-    # folder with the target's tokenizer, or "heads" (the target's own, engine/spec/heads.py); empty =
+    # The draft model of the `hybrid` and `draft` drafters (engine/speculative/hybrid.py): a preset or
+    # folder with the target's tokenizer, or "heads" (the target's own, engine/speculative/heads.py); empty =
     # the heads where they were trained, on a GPU or a CPU set to bf16, else the preset's pair (the
     # 1.5B's is the 0.5B; engine.engine.default_draft_model).
     draft_model: str = ""
-    # D: most tokens the draft model proposes per step (0 = engine/spec/hybrid.py's default, chosen
+    # D: most tokens the draft model proposes per step (0 = engine/speculative/hybrid.py's default, chosen
     # by measurement); the step-cost model may run fewer.
     draft_tokens: int = 0
     min_match: int = 2  # shortest suffix match the drafters act on
@@ -65,7 +65,7 @@ class EngineConfig:
     # launch it at once when the bet holds (engine/scheduler.py, Scheduler.plan_ahead).
     plan_ahead: bool = True
     # With one sequence, the draft model drafts the next step on its own CUDA stream while the
-    # target verifies this one (engine/spec/hybrid.py, drafting ahead; on the CPU one after the
+    # target verifies this one (engine/speculative/hybrid.py, drafting ahead; on the CPU one after the
     # other). Off: on the H200 the two models' steps slowed each other more than they overlapped.
     draft_ahead: bool = False
     # Paged attention (kernels/paged_attention): auto (the Triton kernel on CUDA, the reference

@@ -227,7 +227,7 @@ class GraphRunner:
         # Each runner captures on its own stream. cuBLAS keeps a workspace per stream, and a graph
         # bakes in the one of the stream it was captured on: graphs of two runners captured on one
         # stream (torch.cuda.graph's default) share it. Replayed at once on two streams (the draft
-        # model drafting beside the target, engine/spec/hybrid.py), the 1.5B's and the 0.5B's
+        # model drafting beside the target, engine/speculative/hybrid.py), the 1.5B's and the 0.5B's
         # graphs so captured hung the H200 (bench/RESULTS.md, "drafting ahead").
         self.capture_stream = torch.cuda.Stream(runner.device)
         scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size

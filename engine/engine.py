@@ -31,9 +31,9 @@ from engine.scheduler import Scheduler, StepPlan
 from engine.sampling import position_noise, target_probs
 from engine.sequence import Sequence
 from engine.loader.registry import PRESETS
-from engine.spec.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
-from engine.spec.heads import HEADS_MODEL, HeadsModel, heads_path, load_heads
-from engine.spec.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
+from engine.speculative.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
+from engine.speculative.heads import HEADS_MODEL, HeadsModel, heads_path, load_heads
+from engine.speculative.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
 from engine.step_cost import StepCost
 from engine.tokenizer import IncrementalDecoder
 from engine.types import Event, Request, RequestError, check_prompt_length, check_score_from
@@ -147,7 +147,7 @@ class LLMEngine:
         freeze_loaded_objects()  # the engine is freed by reference counting alone (no cycles), frozen or not
 
     def _load_draft_model(self):
-        """The draft model of the hybrid/draft drafters (engine/spec/hybrid.py), when the engine's
+        """The draft model of the hybrid/draft drafters (engine/speculative/hybrid.py), when the engine's
         drafter uses one or EDITAPPLY_DRAFT_MODEL names one; else None."""
         name = self.cfg.draft_model
         if not name and self.cfg.drafter in MODEL_DRAFTERS:
@@ -161,15 +161,15 @@ class LLMEngine:
                                  "or folder with its tokenizer) or train heads (`editapply train-heads`)")
         if not name:
             return None
-        from engine.spec.hybrid import HybridDrafting
+        from engine.speculative.hybrid import HybridDrafting
 
-        if name == HEADS_MODEL:  # the target's own draft heads (engine/spec/heads.py)
+        if name == HEADS_MODEL:  # the target's own draft heads (engine/speculative/heads.py)
             mc = self.runner.model_config
             heads, _ = load_heads(heads_path(self.runner.folder), mc.hidden_size, self.runner.dtype,
                                   self.runner.device)
             self.runner.attach_heads(heads)
             return HybridDrafting(HeadsModel(heads.num_heads), self.cfg.draft_tokens)
-        from engine.spec.draft_model import DraftModel
+        from engine.speculative.draft_model import DraftModel
 
         model = DraftModel(self.cfg, name, self.tokenizer, self.runner.model_config.vocab_size)
         return HybridDrafting(model, self.cfg.draft_tokens)
@@ -345,7 +345,7 @@ class LLMEngine:
         return accepted
 
     def accept_sampled(self, seq: Sequence, logits: torch.Tensor, draft: list[int]) -> list[int]:
-        """Verify `draft` against target logits [len(draft)+1, V] by sampling (engine/spec/verify.py);
+        """Verify `draft` against target logits [len(draft)+1, V] by sampling (engine/speculative/verify.py);
         return the tokens to commit. Greedy requests take `accept_greedy` unless greedy_fast_path
         is off."""
         draft_t = torch.tensor([draft], dtype=torch.long, device=logits.device).reshape(1, len(draft))

@@ -23,7 +23,7 @@ from engine.loader.hf_folder import load_model
 from engine.loader.registry import model_context, resolve
 from engine.models.transformer import AttentionMetadata
 from engine.sequence import Sequence
-from engine.spec.heads import heads_max_rows
+from engine.speculative.heads import heads_max_rows
 from engine.tokenizer import Tokenizer
 from kernels.paged_attention import resolve_impl
 
@@ -68,7 +68,7 @@ class ModelRunner:
             self.graphs = GraphRunner(self)
 
     def attach_heads(self, heads) -> None:
-        """Run the target's draft heads (engine/spec/heads.py) in every verify step of at most
+        """Run the target's draft heads (engine/speculative/heads.py) in every verify step of at most
         `heads_max_rows` rows: its greedy tokens come with the heads' guesses (`collect` hands them
         out per row). Before any CUDA graph is captured, since graphs capture them."""
         if self.graphs is not None and (self.graphs.graphs or self.graphs.chains):
@@ -141,7 +141,7 @@ class ModelRunner:
     def prefill_hidden(self, feeds: list[list[int]]) -> torch.Tensor:
         """Final hidden states [sum(len(feed)), hidden] of fresh sequences, each fed from position 0,
         in one eager forward; their K/V go to scratch blocks given back after (what training the
-        draft heads reads, engine/spec/heads_train.py). An inference tensor: clone it for autograd."""
+        draft heads reads, engine/training/heads.py). An inference tensor: clone it for autograd."""
         tables = []
         try:
             for feed in feeds:

@@ -7,7 +7,7 @@ acceptance); `postprocess()` does the bookkeeping after. A plan is either
   token budget `max_batch_tokens`; or
 * a **verify** plan: every running sequence feeds `[last token] + draft`. Its drafter proposes up
   to K-1 tokens (`draft_room` bounds them by the block, `max_tokens` and the context); sequences
-  of the hybrid/draft drafters take the draft model's proposal instead (engine/spec/hybrid.py);
+  of the hybrid/draft drafters take the draft model's proposal instead (engine/speculative/hybrid.py);
   how much of each draft a crowded step verifies comes from the measured step cost and each
   sequence's acceptance rate (engine/step_cost.py), within the optional hard cap `verify_budget`.
 
@@ -50,7 +50,7 @@ class StepPlan:
 
     prefill: bool
     batch: list[tuple[Sequence, list[int]]] = field(default_factory=list)
-    proposals: dict = field(default_factory=dict)  # Sequence -> engine.spec.hybrid.Proposal
+    proposals: dict = field(default_factory=dict)  # Sequence -> engine.speculative.hybrid.Proposal
     # Where each feed starts (a plan made ahead: the cached lengths the step before will leave);
     # None = each sequence's cached length now.
     starts: list[int] | None = None
@@ -69,7 +69,7 @@ class Scheduler:
         self.verify_budget = cfg.verify_budget or None
         self.adaptive_drafts = cfg.adaptive_drafts
         self.step_cost = step_cost or StepCost()
-        self.hybrid = hybrid  # engine/spec/hybrid.py's HybridDrafting, or None without a draft model
+        self.hybrid = hybrid  # engine/speculative/hybrid.py's HybridDrafting, or None without a draft model
         # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead); the
         # target's own heads (no runner of their own) already run inside its step.
         self.draft_ahead = hybrid is not None and hybrid.model.runner is not None and cfg.draft_ahead
@@ -234,7 +234,7 @@ class Scheduler:
                         for (seq, feed), start, run in zip(ahead.batch, ahead.starts, self.running)))
 
     def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
-        """The hybrid/draft drafters' proposals (engine/spec/hybrid.py), by sequence, for the
+        """The hybrid/draft drafters' proposals (engine/speculative/hybrid.py), by sequence, for the
         sequences that use the draft model; the others keep their drafter's draft."""
         idx = [i for i, seq in enumerate(seqs) if seq.model_drafts]
         if not idx or self.hybrid is None:

@@ -101,7 +101,7 @@ class Sequence:
         self.model_drafts = False  # the engine's draft model proposes for it (drafters hybrid, draft)
         self.lookup_fills = False  # ... with lookup leading or filling (hybrid)
         # The target's draft heads' guesses after its last token, from its last verify step
-        # (engine/spec/heads.py); [] before the first one.
+        # (engine/speculative/heads.py); [] before the first one.
         self.head_draft: list[int] = []
         self.verify_tokens = verify_tokens
         self.generator = generator

@@ -126,7 +126,7 @@ class CausalLM(nn.Module):
             cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, max_positions or cfg.max_position_embeddings
         )
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.heads = None  # engine/spec/heads.py DraftHeads, when the target drafts its own tokens
+        self.heads = None  # engine/speculative/heads.py DraftHeads, when the target drafts its own tokens
 
     def set_kernel_impl(self, impl: str) -> None:
         """"ref" or "triton" (kernels/paged_attention.resolve_impl) for the attention and the fused
@@ -162,7 +162,7 @@ class CausalLM(nn.Module):
 
     def greedy_rows(self, hidden: torch.Tensor, vocab_limit: int | None = None, heads: bool = True) -> torch.Tensor:
         """[N, hidden] -> [1 + n, N]: the greedy token of every row, then with n draft heads (and
-        `heads`) each head's guess for every row (engine/spec/heads.py). The heads' rows join the
+        `heads`) each head's guess for every row (engine/speculative/heads.py). The heads' rows join the
         lm_head GEMM, whose cost at a few dozen rows is reading the weight once. Capturable in a
         CUDA graph."""
         if self.heads is None or not heads:

@@ -1,7 +1,7 @@
 """The draft model's tokens fed back on the device (engine/cuda_graphs.py DecodeChain): on a GPU
 the chain's step is a captured CUDA graph replayed back to back, and its tokens must be those of
 eager forwards one token at a time. CI has no GPU: there both runners are eager and the test
-checks the chain's logic alone (as tests/spec/test_hybrid.py does on the real CPU pair); the
+checks the chain's logic alone (as tests/speculative/test_hybrid.py does on the real CPU pair); the
 H200's device job `kernels` runs the graphs."""
 
 import pytest
@@ -30,11 +30,11 @@ def test_chained_tokens_equal_eager_steps(tiny_model, rows):
 
 @pytest.mark.parametrize("rows", [1, 3])
 def test_draft_heads_in_the_graph_equal_eager_ones(tiny_model, rows):
-    """The target's draft heads (engine/spec/heads.py) run inside the captured verify step: the
+    """The target's draft heads (engine/speculative/heads.py) run inside the captured verify step: the
     graph's greedy tokens and the heads' guesses, read back once per step, equal an eager
     forward's (`CausalLM.greedy_rows` outside a graph), padded and idle rows left out. On the CPU
     both runners are eager, and run the heads in steps of at most 4 rows."""
-    from engine.spec.heads import DraftHeads
+    from engine.speculative.heads import DraftHeads
     from types import SimpleNamespace
 
     cfg = dict(model=str(tiny_model), device=DEVICE, dtype="float32", max_model_len=256, max_num_seqs=4)
@@ -59,7 +59,7 @@ def test_draft_heads_in_the_graph_equal_eager_ones(tiny_model, rows):
         out.append((rows_out, flight.head_rows))
     assert out[0] == out[1]
     if sum(len(feed) for _, feed in batch) > graphs.heads_max_rows:
-        assert out[0][1] is None  # on a CPU the heads skip steps of more than 4 rows (engine/spec/heads.py)
+        assert out[0][1] is None  # on a CPU the heads skip steps of more than 4 rows (engine/speculative/heads.py)
     else:
         assert all(len(guesses) == len(feed) and all(len(g) == 3 for g in guesses)
                    for guesses, (_, feed) in zip(out[0][1], batch))

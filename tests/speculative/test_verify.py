@@ -5,9 +5,9 @@ import torch
 
 from engine.sampling import sample, target_probs
 from engine.types import SamplingParams
-from engine.spec import verify
-from engine.spec.drafters import make_drafter
-from engine.spec.verify import PADDING, accept_greedy, pad_drafts, parse_output, verify_greedy, verify_sampled
+from engine.speculative import verify
+from engine.speculative.drafters import make_drafter
+from engine.speculative.verify import PADDING, accept_greedy, pad_drafts, parse_output, verify_greedy, verify_sampled
 
 
 def logits_with_argmax(targets, vocab=10):

@@ -6,10 +6,10 @@ between calls by the committed tokens, any number of them; a drafter may keep st
 but must check what was committed rather than assume its last draft was accepted. `[]` means no
 draft: the step is a plain decode step.
 
-Kinds: `lookup` (engine/spec/lookup.py: sources, cursors, nearest re-anchoring, adaptive length),
-`hybrid` (lookup plus the engine's draft model, engine/spec/hybrid.py: the per-request drafter is
+Kinds: `lookup` (engine/speculative/lookup.py: sources, cursors, nearest re-anchoring, adaptive length),
+`hybrid` (lookup plus the engine's draft model, engine/speculative/hybrid.py: the per-request drafter is
 the lookup one, the draft model is batched by the engine), `draft` (the draft model alone: no
-per-request drafter), `ngram-earliest` and `pld` (engine/spec/baselines.py: vLLM's and HF's
+per-request drafter), `ngram-earliest` and `pld` (engine/speculative/baselines.py: vLLM's and HF's
 prompt-lookup behaviour), `none`.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.spec.baselines import EarliestNgramDrafter
-from engine.spec.lookup import LookupDrafter
+from engine.speculative.baselines import EarliestNgramDrafter
+from engine.speculative.lookup import LookupDrafter
 
 DRAFTER_KINDS = ("lookup", "hybrid", "draft", "ngram-earliest", "pld", "none")
 MODEL_DRAFTERS = ("hybrid", "draft")  # the kinds that run the engine's draft model

@@ -1,4 +1,4 @@
-"""The draft model and the hybrid drafter (engine/spec/draft_model.py, engine/spec/hybrid.py).
+"""The draft model and the hybrid drafter (engine/speculative/draft_model.py, engine/speculative/hybrid.py).
 
 Through the whole engine, fp32 on the CPU, with the real CI model as the target and, as its draft
 model, the CI model cut to its first DRAFT_LAYERS layers (real weights, the target's tokenizer:
@@ -19,8 +19,8 @@ from safetensors.torch import load_file, save_file
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine, default_draft_model
-from engine.spec.drafters import make_drafter
-from engine.spec.hybrid import FILL, LOOKUP, MODEL, QUOTE, Acceptance, HybridDrafting, Proposal, expected_commits
+from engine.speculative.drafters import make_drafter
+from engine.speculative.hybrid import FILL, LOOKUP, MODEL, QUOTE, Acceptance, HybridDrafting, Proposal, expected_commits
 from engine.types import Request, RequestError, SamplingParams
 from prompts.apply import build_apply_prompt
 from tests.conftest import decode_both_ways, swap_tokens
@@ -323,7 +323,7 @@ def stub_model(catch_up=lambda: 0.0, lag=None, **fields):
     """What the rule reads of a DraftModel: its costs (priced by DraftModel.draft_seconds; no
     chained step measured, so each is priced as a drafting forward), and a catch-up of
     `catch_up()` seconds (0: in sync) for any sequence, or `lag` and `catch_up_seconds` given."""
-    from engine.spec.draft_model import DraftModel
+    from engine.speculative.draft_model import DraftModel
     from engine.step_cost import StepCost
 
     fields = {"catch_up_seconds": lambda jobs: catch_up(), **fields}
@@ -335,12 +335,12 @@ def stub_model(catch_up=lambda: 0.0, lag=None, **fields):
 
 
 def test_draft_length_follows_costs_and_acceptance():
-    """The rule alone (engine/spec/hybrid.py): on a GPU-like cost (the target's step barely grows
+    """The rule alone (engine/speculative/hybrid.py): on a GPU-like cost (the target's step barely grows
     with fed tokens, a draft forward costs a tenth of a step) a well-accepted draft model writes
     all D tokens; on a small CPU (each fed token costs 40% of a step) with the same acceptance
     it writes fewer; a draft model that is rarely right does not run, nor one that must first
     catch up on more than the step's gain is worth."""
-    from engine.spec.hybrid import _Plan
+    from engine.speculative.hybrid import _Plan
     from engine.step_cost import StepCost
 
     def d_for(a, b, a_d, b_d, alpha, catch_up=0.0):
@@ -367,7 +367,7 @@ def test_probes_spend_a_bounded_share_of_the_time():
     longer than one in sync. Once the rule runs the model, the share is PROBE_SHARE again. While
     a price is missing (the draft's step, or a catch-up of a kind not seen yet), every
     PROBE_EVERY-th step probes, from the first."""
-    from engine.spec.hybrid import MIN_PROBE_SHARE, PROBE_EVERY, PROBE_SHARE
+    from engine.speculative.hybrid import MIN_PROBE_SHARE, PROBE_EVERY, PROBE_SHARE
     from engine.step_cost import StepCost
 
     def measured(catch_up: float, sizes=(1, 4)) -> HybridDrafting:
@@ -414,7 +414,7 @@ def test_steps_wait_out_a_catch_up_then_pay_it():
     gain covers the catch-up, so the steps that would use the model wait until they have taken
     as long as it (ski rental), then the model runs; a quote resuming (a step without plans) ends
     the wait. A model in sync runs at once."""
-    from engine.spec.hybrid import _Plan
+    from engine.speculative.hybrid import _Plan
     from engine.step_cost import StepCost
 
     lag = {"seconds": 0.04}
@@ -458,7 +458,7 @@ def test_a_sequence_behind_does_not_hold_back_those_in_sync():
     while `new` waits out its catch-up (ski rental) and then joins. Cold (costs not measured):
     `synced` drafts and `new` waits for a probe, and a probe reads for one sequence only, the one
     with least to read (before, a cold engine caught up every prompt of a batch at once)."""
-    from engine.spec.hybrid import _Plan
+    from engine.speculative.hybrid import _Plan
     from engine.step_cost import StepCost
 
     lags = {"synced": 0, "new": 2000, "newer": 3000}

@@ -357,7 +357,7 @@ class LookupDrafter:
 
     def peek(self, context: list[int], max_tokens: int) -> list[int]:
         """A draft continuing `context` -- the committed tokens plus tokens not verified yet (the
-        draft model's, engine/spec/hybrid.py) -- that moves no cursor: the longest suffix match
+        draft model's, engine/speculative/hybrid.py) -- that moves no cursor: the longest suffix match
         over the sources (each the occurrence nearest its cursor; ties to the higher priority),
         then `ceil(growth * match)` tokens of it. Call after `propose` for the committed part.
 

@@ -165,7 +165,7 @@ def homogeneity_pvalue(a: list[tuple], b: list[tuple], min_count: int = 10) -> f
 def always_accept(probs, draft, generator=None):
     """A deliberately wrong rule: every draft token is accepted, the bonus sampled after it."""
     from engine.sampling import sample
-    from engine.spec.verify import PADDING
+    from engine.speculative.verify import PADDING
 
     B, K, _ = probs.shape
     out = torch.full((B, K), PADDING, dtype=torch.long)
@@ -186,7 +186,7 @@ def plain_samples(small_model):
 
 def always_accept_coupled(probs, draft, noise):
     """A deliberately wrong rule for the coupled verifier: accept every draft token."""
-    from engine.spec.verify import verify_coupled
+    from engine.speculative.verify import verify_coupled
 
     return verify_coupled(probs, draft, noise) if draft.numel() == 0 else always_accept(probs, draft)
 

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from engine.spec.baselines import EarliestNgramDrafter, earliest_ngram_draft, index_first_ngrams
-from engine.spec.drafters import DRAFTER_KINDS, DraftConfig, NoDrafter, make_drafter
-from engine.spec.lookup import (
+from engine.speculative.baselines import EarliestNgramDrafter, earliest_ngram_draft, index_first_ngrams
+from engine.speculative.drafters import DRAFTER_KINDS, DraftConfig, NoDrafter, make_drafter
+from engine.speculative.lookup import (
     IndexCache,
     LookupDrafter,
     SortedIndex,
@@ -446,13 +446,13 @@ def test_drafts_from_a_cached_document_equal_drafts_from_a_fresh_index(monkeypat
     doc = [rng.randrange(200) for _ in range(3000)]
     context = [7, 7] + doc[1000:1010]
     cache = IndexCache(min_tokens=1024)
-    monkeypatch.setattr("engine.spec.lookup.SHARED_INDEXES", cache)
+    monkeypatch.setattr("engine.speculative.lookup.SHARED_INDEXES", cache)
     drafts = []
     for _ in range(2):
         d = LookupDrafter({"document": doc}, prompt_len=2)
         drafts.append((d.propose(list(context), 15), d.propose(list(context) + doc[1010:1015], 15)))
     assert cache.hits >= 1 and drafts[0] == drafts[1] == (doc[1010:1025], doc[1015:1030])
-    monkeypatch.setattr("engine.spec.lookup.SHARED_INDEXES", IndexCache(min_tokens=10**9))
+    monkeypatch.setattr("engine.speculative.lookup.SHARED_INDEXES", IndexCache(min_tokens=10**9))
     fresh = LookupDrafter({"document": doc}, prompt_len=2)
     assert (fresh.propose(list(context), 15), fresh.propose(list(context) + doc[1010:1015], 15)) == drafts[0]
 

@@ -57,7 +57,7 @@ drafted ahead the same way. Off by default: on the H200 the 0.5B's forwards besi
 step hid about half of it and slowed it, and RAG and chat answers came out 21-30% slower than
 without (bench/RESULTS.md).
 
-**The target's own draft heads** (`EDITAPPLY_DRAFT_MODEL=heads`, engine/spec/heads.py) can take
+**The target's own draft heads** (`EDITAPPLY_DRAFT_MODEL=heads`, engine/speculative/heads.py) can take
 the draft model's place: they run inside the target's verify step and leave each sequence n
 guesses of the tokens after its bonus token, so they are always in sync and cost nothing to ask
 (`HeadsModel`: no catch-up, no price), but they cannot continue lookup's lead (they guess from
@@ -75,7 +75,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from engine.spec.draft_model import DraftModel
+from engine.speculative.draft_model import DraftModel
 
 # D when EDITAPPLY_DRAFT_TOKENS is 0: bench/RESULTS.md ("Draft model + lookup") has the sweep.
 DEFAULT_DRAFT_TOKENS = 5
@@ -206,7 +206,7 @@ class _Plan:
 
 class HybridDrafting:
     def __init__(self, model: DraftModel, draft_tokens: int = 0):
-        self.model = model  # a DraftModel, or the target's draft heads (engine/spec/heads.py HeadsModel)
+        self.model = model  # a DraftModel, or the target's draft heads (engine/speculative/heads.py HeadsModel)
         self.max_draft = draft_tokens or DEFAULT_DRAFT_TOKENS
         if model.max_tokens:  # the heads guess as many tokens as they are heads
             self.max_draft = min(self.max_draft, model.max_tokens)

@@ -1,4 +1,4 @@
-"""Training the target's draft heads (engine/spec/heads.py) on its own predictions.
+"""Training the target's draft heads (engine/speculative/heads.py) on its own predictions.
 
 Medusa-1's recipe, self-distilled: the target is frozen; a corpus is cut into chunks of
 `seq_len` tokens; for each batch the target runs once (its eager prefill forward, no gradient) and
@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.spec.heads import DraftHeads
+from engine.speculative.heads import DraftHeads
 
 LOSS_DECAY = 0.8  # weight of head k's loss: LOSS_DECAY ** (k - 1) (Medusa's)
 TEXT_SUFFIXES = (".py", ".pyi", ".js", ".ts", ".tsx", ".go", ".rs", ".java", ".c", ".h", ".cc", ".cpp", ".hpp",
@@ -314,11 +314,11 @@ def train_model_heads(model: str, corpus: list[str], num_heads: int = 3, steps: 
                       answer_tokens: int = 256) -> tuple[Path, TrainReport]:
     """Train heads for `model` (a preset or folder) on the text files under `corpus` (and on the
     target's answers to `answers` requests made from it, each up to `answer_tokens` long) and
-    store them next to the model (engine/spec/heads.py heads_path), or at `out`. Returns the path
+    store them next to the model (engine/speculative/heads.py heads_path), or at `out`. Returns the path
     and the report."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
-    from engine.spec.heads import heads_path, save_heads
+    from engine.speculative.heads import heads_path, save_heads
 
     if num_heads < 1 or steps < 1 or batch < 1 or lr <= 0 or max_seconds < 0 or answers < 0 or answer_tokens < 1:
         raise ValueError(f"need heads, steps, batch, answer tokens >= 1, answers >= 0, lr > 0, max_seconds >= 0; "

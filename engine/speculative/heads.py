@@ -11,9 +11,9 @@ last accepted draft gives the next step's draft (`Sequence.head_draft`). Exactne
 on them: their tokens are a draft like any other.
 
 Heads are trained per target model on its own predictions over a text corpus
-(engine/spec/heads_train.py, `editapply train-heads --model MODEL`; a GPU run of minutes) and
+(engine/training/heads.py, `editapply train-heads --model MODEL`; a GPU run of minutes) and
 stored next to the model (HEADS_FILE). `EDITAPPLY_DRAFT_MODEL=heads` makes them the hybrid drafter's model
-(engine/spec/hybrid.py through `HeadsModel`): lookup leads where it quotes, the heads where it
+(engine/speculative/hybrid.py through `HeadsModel`): lookup leads where it quotes, the heads where it
 does not, lookup filling after their tokens.
 """
 
@@ -112,7 +112,7 @@ def load_heads(path: Path, hidden_size: int, dtype: torch.dtype, device) -> tupl
 
 
 class HeadsModel:
-    """The target's heads as the hybrid drafter's model (engine/spec/hybrid.py reads a DraftModel's
+    """The target's heads as the hybrid drafter's model (engine/speculative/hybrid.py reads a DraftModel's
     interface): always in sync (they read the target's own hidden states), free to run (they run in
     the target's step whether drafts use them or not), and unable to continue another drafter's
     lead (they guess from the last verified row only). `propose` hands out each sequence's

@@ -1,4 +1,4 @@
-"""The target's draft heads (engine/spec/heads.py) and their training (engine/spec/heads_train.py).
+"""The target's draft heads (engine/speculative/heads.py) and their training (engine/training/heads.py).
 
 fp32 on the CPU with the real CI model (SmolLM2-135M). Its heads are trained here for a few steps
 on this repository's own Python sources (real training, no fixture weights): enough that they
@@ -16,11 +16,11 @@ import torch
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.spec.heads import HEADS_FILE, HEADS_MAX_ROWS_CPU, DraftHeads, load_heads, save_heads
-from engine.spec.heads_train import chunk_tokens, read_corpus, train_model_heads
-from engine.spec.hybrid import MODEL, Acceptance
+from engine.speculative.heads import HEADS_FILE, HEADS_MAX_ROWS_CPU, DraftHeads, load_heads, save_heads
+from engine.training.heads import chunk_tokens, read_corpus, train_model_heads
+from engine.speculative.hybrid import MODEL, Acceptance
 from engine.types import Request, SamplingParams
-from tests.spec.test_hybrid import CHAT, apply_case, generate, run_mixed_batch
+from tests.speculative.test_hybrid import CHAT, apply_case, generate, run_mixed_batch
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_training_teaches_the_heads(heads_model):
 def test_answer_requests_are_made_from_the_corpus(ci_model_dir):
     """Questions about a file's definitions (the file as the document), requests to explain a
     definition's code or to write a function from its docstring; a prose file is summarized."""
-    from engine.spec.heads_train import SUMMARIZE, answer_requests
+    from engine.training.heads import SUMMARIZE, answer_requests
     from engine.tokenizer import Tokenizer
 
     tok = Tokenizer(ci_model_dir)

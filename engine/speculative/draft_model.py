@@ -16,7 +16,7 @@ job follow, each token fed back on the device (ModelRunner.decode_greedy: on a G
 of one captured step back to back, read back once; every job decodes the largest n and keeps its
 own). The last drafted token is never fed: if the target accepts it, the next catch-up feeds it.
 
-The costs the hybrid's rule prices (engine/spec/hybrid.py) are measured here: `cost` fits the
+The costs the hybrid's rule prices (engine/speculative/hybrid.py) are measured here: `cost` fits the
 seconds of a drafting forward (every feed within a verify block) against the tokens it feeds,
 `chain_cost` the seconds of a chained step (its GPU time on CUDA) against the rows,
 `prefill_cost` the seconds of a long catch-up's forward (eager, a prefill chunk) against its
@@ -31,7 +31,7 @@ draft cache was fed that the job's context (the committed tokens, then the lead)
 overwrites the rest.
 
 On CUDA the model runs on its own stream, so that it can draft the next step while the target
-verifies this one (`HybridDrafting.propose_ahead`, engine/spec/hybrid.py): its host reads wait for
+verifies this one (`HybridDrafting.propose_ahead`, engine/speculative/hybrid.py): its host reads wait for
 its own stream only. Forwards run ahead (`ahead=True`) share the GPU with the target's step, so
 their seconds are not taken into the fits.
 """
@@ -118,7 +118,7 @@ class DraftModel:
         against the rows; `prefill_cost`: seconds per long catch-up forward against its tokens,
         priced (flat) from the first. Few samples suffice: until `cost` and `prefill_cost` are
         priced the hybrid's rule reads for no sequence it is behind on but through probes, one
-        sample each (engine/spec/hybrid.py); a fit follows once the sizes differ."""
+        sample each (engine/speculative/hybrid.py); a fit follows once the sizes differ."""
         self.cost = StepCost(min_samples=2)
         self.prefill_cost = StepCost(min_samples=1)
         self.chain_cost = StepCost(min_samples=2)
@@ -230,7 +230,7 @@ class DraftModel:
         the prefills seen show no slope). Without graphs a catch-up rides in the drafting forward,
         so it costs its tokens at the fitted slope, plus a forward per chunk past the first.
         Infinite while a catch-up it needs has no measured price: the hybrid's rule never pays
-        an unpriced one, only a probe does (engine/spec/hybrid.py)."""
+        an unpriced one, only a probe does (engine/speculative/hybrid.py)."""
         K, chunk = self.cfg.verify_tokens, self.cfg.max_batch_tokens
         fit, prefill = self.cost.fit_or_flat(), self.prefill_cost.fit_or_flat()
         slope = prefill[1] if prefill and prefill[1] else fit[1] if fit else None  # a flat prefill has none
