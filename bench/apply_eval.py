@@ -110,9 +110,9 @@ def _readings(result, case: dict) -> dict:
     one of them, and when the model ranked them, its margin and whether its first was right."""
     out = {"readings": len(result.readings),
            "offered": any(r.merged_code == case["expected"] for r in result.readings)}
-    ranking = result.stats.get("ranking")
-    if ranking:
-        out["ranking"] = {**ranking, "top_right": result.readings[0].merged_code == case["expected"]}
+    ranking = result.stats.ranking
+    if ranking is not None:
+        out["ranking"] = {**dataclasses.asdict(ranking), "top_right": result.readings[0].merged_code == case["expected"]}
     return out
 
 
@@ -145,16 +145,16 @@ def run_model(case: dict, model: str, form: str, use_prediction: bool, mode: str
         method="",
         exact=result.merged_code == case["expected"],
         similarity=line_similarity(result.merged_code, case["expected"]),
-        status=s["finish_reason"] or s["path"],
+        status=s.finish_reason or s.path,
         success=result.ok,
         validation=[p.name for p in result.validation.problems if p.severity == "error"],
         seconds=seconds,
-        confidence=s["merge_confidence"],
+        confidence=s.merge_confidence,
         # `model_ran`: the model wrote an answer, even where `auto` then returned the merge.
-        extra={"path": s["path"], "model_ran": u["completion_tokens"] > 0, "prompt_tokens": u["prompt_tokens"], "tokens": u["completion_tokens"],
-               "steps": s["steps"], "hist": s["accepted_per_step_hist"], "drafted": s["drafted"],
-               "accepted": s["accepted"], "tokens_per_second": s["tokens_per_second"], "ttft_ms": s["ttft_ms"],
-               "merge_status": s["merge_status"], **_readings(result, case),
+        extra={"path": s.path, "model_ran": u.completion_tokens > 0, "prompt_tokens": u.prompt_tokens, "tokens": u.completion_tokens,
+               "steps": s.steps, "hist": s.accepted_per_step_hist, "drafted": s.drafted,
+               "accepted": s.accepted, "tokens_per_second": s.tokens_per_second, "ttft_ms": s.ttft_ms,
+               "merge_status": s.merge_status, **_readings(result, case),
                # What the model got wrong, for reading (expected -> output).
                "diff_vs_expected": "".join(difflib.unified_diff(case["expected"].splitlines(True),
                                                                 result.merged_code.splitlines(True), n=1))[:4000],
@@ -239,8 +239,8 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
     for name, s in summaries.items():
         speed = [f"{s['accepted_per_step']:.2f}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}"] \
             if "accepted_per_step" in s else ["-", "-", "-"]
-        table.add_row(name, str(s["cases"]), str(s["exact"]), str(s["refused"]), str(s["wrong_but_valid"]),
-                      str(s["ambiguous"]), str(s["ranked"]), f"{s['mean_similarity']:.4f}", f"{s['seconds_mean']:.3f}",
+        table.add_row(name, str(s.cases), str(s.exact), str(s.refused), str(s.wrong_but_valid),
+                      str(s.ambiguous), str(s.ranked), f"{s['mean_similarity']:.4f}", f"{s['seconds_mean']:.3f}",
                       f"{s['seconds_max']:.3f}", *speed)
     console.print(table)
     outcomes = Table()
@@ -315,13 +315,13 @@ def markdown_report(paths: list[str], data: list[Path], ids: list[str] | None = 
             records = [revalidate(CaseRecord(**r), cases[r["id"]]) for r in recs]
             s = summarize(records)
             checks = Counter(n for r in records for n in r.validation)
-            s["validation"] = {"ok": sum(not r.validation for r in records), **dict(checks.most_common())}
-            quality.append([name, s["cases"], s["exact"], s["refused"], s["wrong_but_valid"], f"{s['mean_similarity']:.3f}",
-                            " ".join(f"{k}={v}" for k, v in s["validation"].items()), f"{s['seconds_mean']:.1f}"])
+            s.validation = {"ok": sum(not r.validation for r in records), **dict(checks.most_common())}
+            quality.append([name, s.cases, s.exact, s.refused, s.wrong_but_valid, f"{s['mean_similarity']:.3f}",
+                            " ".join(f"{k}={v}" for k, v in s.validation.items()), f"{s['seconds_mean']:.1f}"])
             if "accepted_per_step" in s:
-                speed.append([name, s["model_cases"], s["prompt_tokens"], s["tokens"], f"{s['accepted_per_step']:.2f}",
+                speed.append([name, s.model_cases, s.prompt_tokens, s.tokens, f"{s['accepted_per_step']:.2f}",
                               f"{s['acceptance']:.1%}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}",
-                              histogram_text(s["hist"])])
+                              histogram_text(s.hist)])
     out = table(["method", "cases", "exact", "refused", "wrong but valid", "line sim", "validation", "s/case"], quality)
     if speed:
         out += "\n\n" + table(["method", "model cases", "prompt tok", "output tok", "tok/step", "drafts accepted",

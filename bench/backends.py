@@ -46,9 +46,9 @@ def one(service, case: dict) -> dict:
     started = time.perf_counter()
     result = apply_edit(service, request(case))
     s, u = result.stats, result.usage
-    return {"id": case["id"], "tokens": u["completion_tokens"], "steps": s["steps"], "hist": s["accepted_per_step_hist"],
-            "drafted": s["drafted"], "accepted": s["accepted"], "tokens_per_second": s["tokens_per_second"],
-            "ttft_ms": s["ttft_ms"], "seconds": time.perf_counter() - started, "ok": result.ok,
+    return {"id": case["id"], "tokens": u.completion_tokens, "steps": s.steps, "hist": s.accepted_per_step_hist,
+            "drafted": s.drafted, "accepted": s.accepted, "tokens_per_second": s.tokens_per_second,
+            "ttft_ms": s.ttft_ms, "seconds": time.perf_counter() - started, "ok": result.ok,
             "exact": result.ok and result.merged_code == case["expected"], "output": result.merged_code}
 
 

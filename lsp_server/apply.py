@@ -41,7 +41,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 from engine.apply.diff import unified_diff
 from engine.apply.hunks import described, hunks, take
 from engine.choices import MODES
-from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, Plan, apply_edit, prepare
+from engine.apply.result import ApplyResult
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable
 from lsp_server import documents, errors
@@ -113,7 +114,7 @@ def summary(result: ApplyResult) -> str:
     if result.path != "model":
         return f"deterministic merge · {verdict}"
     s = result.stats
-    return f"{figures(result.usage.get('completion_tokens'), s.get('tokens_per_second'), s.get('accepted_per_step'))} · {verdict}"
+    return f"{figures(result.usage.completion_tokens, s.tokens_per_second, s.accepted_per_step)} · {verdict}"
 
 
 async def confirm(ls: EditApplyServer, snap: Snapshot, result: ApplyResult) -> bool:

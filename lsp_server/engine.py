@@ -32,7 +32,8 @@ import httpx
 
 from engine.apply.errors import ApplyCancelled, ApplyError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, Progress, apply_edit
+from engine.apply.pipeline import ApplyRequest, Plan, apply_edit
+from engine.apply.result import ApplyResult, Progress
 from engine.types import EngineUnavailable  # cannot be reached (remote, vLLM) or loaded (local)
 from lsp_server.settings import Settings
 

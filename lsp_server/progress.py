@@ -3,7 +3,7 @@ begin / report / end, and the client's cancel button (`window/workDoneProgress/c
 
     async with ModelProgress(ls, "editapply: apply app.py") as progress:
         result = await engine.apply(req, plan, progress.report, progress.status)
-        progress.done(summary(result.stats))
+        progress.done(summary(result))
 
 Reports say what the engine does: "120/590 tokens · 61.8 tok/s · 15.2 tokens/step" (tokens so
 far of the run's cap, decode speed, tokens committed per verify step), with a percentage of the

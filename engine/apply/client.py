@@ -15,7 +15,8 @@ import os
 import httpx
 
 from engine.apply.errors import ApplyError
-from engine.apply.pipeline import ApplyRequest, ApplyResult
+from engine.apply.pipeline import ApplyRequest
+from engine.apply.result import ApplyResult
 
 CONNECT_TIMEOUT_S = 10.0
 

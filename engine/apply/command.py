@@ -31,7 +31,8 @@ from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, EmptySnippetError
 from engine.apply.files import (FileChangedError, WriteError, check_writable, decode_source, read_bounded, read_source,
                                 read_stream, write_source)
-from engine.apply.pipeline import ApplyRequest, ApplyResult, Progress, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+from engine.apply.result import ApplyResult, Progress
 from engine.apply.text import BOM
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -189,19 +190,18 @@ def _print_diff(diff: str) -> None:
 
 def _print_summary(err: Console, result: ApplyResult) -> None:
     s, u = result.stats, result.usage
-    line = f"{s['path']} path · {s['reason']}"
-    if s.get("ranking"):
-        rk = s["ranking"]
-        line += (f"\nthe model ranked {rk['readings']} readings in {rk['seconds']:.2f} s ({rk['prompt_tokens']} prompt + "
-                 f"{rk['scored_tokens']} scored tokens): margin {rk['margin']:.1f} nats, {rk['threshold']:g} needed")
-    if s["path"] == "model":
-        ttft = f"{s['ttft_ms'] / 1000:.1f} s" if s.get("ttft_ms") is not None else "-"
-        line += (f"\n{u['completion_tokens']} tokens in {s['seconds']:.1f} s · {s['tokens_per_second']:.1f} tok/s · "
-                 f"{s['accepted_per_step']:.2f} accepted/step over {s['steps']} steps · prompt {u['prompt_tokens']} tokens, "
-                 f"first token after {ttft} · prediction tokens accepted {u['accepted_prediction_tokens']}, "
-                 f"rejected {u['rejected_prediction_tokens']} · prompt form {s['prompt_form']}")
+    line = f"{s.path} path · {s.reason}"
+    if (rk := s.ranking) is not None:
+        line += (f"\nthe model ranked {rk.readings} readings in {rk.seconds:.2f} s ({rk.prompt_tokens} prompt + "
+                 f"{rk.scored_tokens} scored tokens): margin {rk.margin:.1f} nats, {rk.threshold:g} needed")
+    if s.path == "model":
+        ttft = f"{s.ttft_ms / 1000:.1f} s" if s.ttft_ms is not None else "-"
+        line += (f"\n{u.completion_tokens} tokens in {s.seconds:.1f} s · {s.tokens_per_second:.1f} tok/s · "
+                 f"{s.accepted_per_step:.2f} accepted/step over {s.steps} steps · prompt {u.prompt_tokens} tokens, "
+                 f"first token after {ttft} · prediction tokens accepted {u.accepted_prediction_tokens}, "
+                 f"rejected {u.rejected_prediction_tokens} · prompt form {s.prompt_form}")
     else:
-        line += f" · {s['seconds'] * 1000:.0f} ms"
+        line += f" · {s.seconds * 1000:.0f} ms"
     err.print(line, markup=False, highlight=False, soft_wrap=True)
     if not result.diff:
         err.print("no changes", markup=False, highlight=False)

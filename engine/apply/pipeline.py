@@ -43,9 +43,10 @@ from engine.apply.languages import detect_language
 from engine.apply.merge import MergeResult
 from engine.apply.model_path import ModelJob, build_job, closed, finish
 from engine.apply.fences import excerpts
-from engine.apply.hunks import Hunk, described, hunks
+from engine.apply.hunks import hunks
 from engine.apply.ranking import MARGIN, Ranking, rank
 from engine.apply.readings import Reading, explore
+from engine.apply.result import ApplyResult, ApplyStats, Progress, RankingStats, ReadingChoice, Usage
 from engine.apply.search_replace import apply_blocks, blocks, looks_like_search_replace
 from engine.apply.targets import Region, find_region
 from engine.apply.validate import Validation, validate
@@ -111,79 +112,6 @@ class ApplyRequest:
         """The request body for `POST /v1/apply`: fields left at their defaults are omitted."""
         defaults = ApplyRequest("")
         return {k: v for k, v in self.__dict__.items() if k == "initial_code" or v != getattr(defaults, k)}
-
-
-@dataclass(frozen=True)
-class ReadingChoice:
-    """One reading of an ambiguous snippet, as a result offers it: what it means, the file it
-    gives, its diff, and the model's log-probability of it when ranked."""
-
-    label: str
-    merged_code: str
-    diff: str
-    logprob: float | None = None
-
-    def as_dict(self) -> dict:
-        return {"label": self.label, "merged_code": self.merged_code, "diff": self.diff, "logprob": self.logprob}
-
-
-@dataclass
-class ApplyResult:
-    """What every front end returns; `as_dict()` is the `POST /v1/apply` response. `readings`
-    lists the snippet's readings when it is ambiguous: the one taken first when the model chose
-    (stats `path` "ranked"), or the choices of a refusal. `hunks`: the changes from the file to
-    `merged_code` one by one (hunks.py), which editors accept or reject one at a time."""
-
-    merged_code: str
-    diff: str
-    validation: Validation
-    usage: dict
-    stats: dict
-    readings: tuple[ReadingChoice, ...] = ()
-    hunks: tuple[Hunk, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.validation.ok
-
-    @property
-    def path(self) -> str:
-        return self.stats["path"]
-
-    def as_dict(self) -> dict:
-        return {
-            "merged_code": self.merged_code,
-            "diff": self.diff,
-            "validation": {"ok": self.validation.ok,
-                           "problems": [{"name": p.name, "reason": p.reason, "severity": p.severity, "line": p.line}
-                                        for p in self.validation.problems]},
-            "usage": dict(self.usage),
-            "stats": dict(self.stats),
-            "readings": [r.as_dict() for r in self.readings],
-            "hunks": described(self.diff, list(self.hunks)),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ApplyResult":
-        v = d["validation"]
-        problems = tuple(Problem(p["name"], p["reason"], p.get("severity", "error"), p.get("line")) for p in v["problems"])
-        readings = tuple(ReadingChoice(r["label"], r["merged_code"], r["diff"], r.get("logprob"))
-                         for r in d.get("readings") or ())
-        found = tuple(Hunk(h["start"], h["end"], h["newStart"], h["newEnd"]) for h in d.get("hunks") or ())
-        return cls(d["merged_code"], d["diff"], Validation(bool(v["ok"]), problems), d["usage"], d["stats"], readings,
-                   found)
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One stream increment while the model writes: the new answer text and running figures."""
-
-    text: str
-    tokens: int
-    steps: int
-    tokens_per_second: float
-    accepted_per_step: float
-    stats: GenerationStats
 
 
 @dataclass
@@ -380,11 +308,9 @@ def _deterministic_result(plan: Plan, note: Problem | None = None, ranking: Rank
     if note is not None:
         problems.append(note)
     validation = Validation.of(problems)
-    stats = _stats(plan, "deterministic", GenerationStats(), None, None, plan.started)
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
-    if ranking is not None:
-        stats["ranking"] = _ranking_stats(ranking)
-        usage["prompt_tokens"] = ranking.prompt_tokens + ranking.scored_tokens
+    usage = Usage(prompt_tokens=ranking.prompt_tokens + ranking.scored_tokens) if ranking is not None else Usage()
+    stats = _stats(plan, "deterministic", GenerationStats(), None, None, plan.started,
+                   ranking=_ranking_stats(ranking) if ranking is not None else None)
     return _result(original, text, plan.request.path, validation, usage, stats, _choices(plan, ranking))
 
 
@@ -405,10 +331,10 @@ def _ranked_result(plan: Plan, engine) -> ApplyResult:
     note = Problem("ranked", f"the snippet can be read {len(plan.readings)} ways; the model prefers this one by "
                    f"{ranking.margin:.1f} nats: {chosen.label}", "warning")
     validation = Validation.of([*chosen.validation.problems, note])
-    stats = _stats(plan, "ranked", GenerationStats(prompt_tokens=ranking.prompt_tokens), None, "rewrite", plan.started)
-    stats.update(merge_status=chosen.merge.status, merge_confidence=chosen.merge.confidence, ranking=_ranking_stats(ranking))
-    usage = {"prompt_tokens": ranking.prompt_tokens + ranking.scored_tokens, "completion_tokens": 0,
-             "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+    stats = _stats(plan, "ranked", GenerationStats(prompt_tokens=ranking.prompt_tokens), None, "rewrite", plan.started,
+                   merge_status=chosen.merge.status, merge_confidence=chosen.merge.confidence,
+                   ranking=_ranking_stats(ranking))
+    usage = Usage(prompt_tokens=ranking.prompt_tokens + ranking.scored_tokens)
     return _result(original, chosen.text, plan.request.path, validation, usage, stats, _choices(plan, ranking))
 
 
@@ -422,10 +348,9 @@ def _choices(plan: Plan, ranking: Ranking | None) -> tuple[ReadingChoice, ...]:
                                None if lp is None else round(lp, 3)) for r, lp in scored)
 
 
-def _ranking_stats(ranking: Ranking) -> dict:
-    return {"readings": len(ranking.scored), "margin": round(ranking.margin, 3), "threshold": MARGIN,
-            "prompt_tokens": ranking.prompt_tokens, "scored_tokens": ranking.scored_tokens,
-            "seconds": round(ranking.seconds, 4), "window": list(ranking.window)}
+def _ranking_stats(ranking: Ranking) -> RankingStats:
+    return RankingStats(len(ranking.scored), round(ranking.margin, 3), MARGIN, ranking.prompt_tokens,
+                        ranking.scored_tokens, round(ranking.seconds, 4), tuple(ranking.window))
 
 
 def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats, finish_reason: str | None,
@@ -441,14 +366,11 @@ def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats
         problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.generated_tokens} "
                                    f"tokens (max_tokens {job.max_tokens}) before the end of the file"))
     validation = Validation.of(problems)
-    usage = {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
-             "accepted_prediction_tokens": stats.accepted, "rejected_prediction_tokens": stats.drafted - stats.accepted}
-    out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started)
-    out["max_tokens"] = job.max_tokens
-    return _result(original, text, req.path, validation, usage, out)
+    out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started, max_tokens=job.max_tokens)
+    return _result(original, text, req.path, validation, Usage.of(stats), out)
 
 
-def _result(original: str, text: str, path: str | None, validation: Validation, usage: dict, stats: dict,
+def _result(original: str, text: str, path: str | None, validation: Validation, usage: Usage, stats: ApplyStats,
             readings: tuple[ReadingChoice, ...] = ()) -> ApplyResult:
     """The result for `text`, with its diff and hunks from `original`."""
     return ApplyResult(text, unified_diff(original, text, _label(path)), validation, usage, stats, readings,
@@ -461,25 +383,14 @@ def _label(path: str | None) -> str:
 
 
 def _stats(plan: Plan, path: str, engine_stats: GenerationStats, finish_reason: str | None, form: str | None,
-           started: float) -> dict:
-    """The result's stats: the engine's figures, which path served it and why, and `seconds`
-    (the merge for the deterministic path; submission to the last token for the model path)."""
-    return {
-        "steps": engine_stats.steps,
-        "accepted_per_step": engine_stats.accepted_per_step,
-        "accepted_per_step_hist": engine_stats.accepted_per_step_hist,
-        "tokens_per_second": engine_stats.tokens_per_second,
-        "ttft_ms": engine_stats.ttft_ms,
-        "path": path,
-        "merge_status": plan.merge_status,
-        "merge_confidence": plan.confidence,
-        "mode": plan.request.mode,
-        "reason": plan.reason,
-        "language": plan.language,
-        "kind": plan.kind,
-        "prompt_form": form,
-        "finish_reason": finish_reason,
-        "drafted": engine_stats.drafted,
-        "accepted": engine_stats.accepted,
-        "seconds": round(time.perf_counter() - started, 4),
-    }
+           started: float, **given) -> ApplyStats:
+    """The result's stats: which path served it and why, the engine's figures, and `seconds`
+    (the merge for the deterministic path; submission to the last token for the model path).
+    `given` sets the rest (the ranking, the chosen reading's merge verdict, max_tokens)."""
+    e = engine_stats
+    verdict = {"merge_status": plan.merge_status, "merge_confidence": plan.confidence, **given}
+    return ApplyStats(path, plan.reason, plan.request.mode, plan.language, plan.kind, prompt_form=form,
+                      finish_reason=finish_reason, steps=e.steps, accepted_per_step=e.accepted_per_step,
+                      accepted_per_step_hist=e.accepted_per_step_hist, tokens_per_second=e.tokens_per_second,
+                      ttft_ms=e.ttft_ms, drafted=e.drafted, accepted=e.accepted,
+                      seconds=round(time.perf_counter() - started, 4), **verdict)

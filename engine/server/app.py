@@ -62,10 +62,11 @@ def close_app(app: FastAPI) -> None:
 
 
 def _add_event_schemas(schema: dict) -> None:
-    """The SSE event models (events.py) into `components.schemas`, where `x-events` refers."""
+    """The SSE event models and the JSON answers (events.py) into `components.schemas`, where
+    `x-events` and the routes' 200 answers refer."""
     from pydantic.json_schema import models_json_schema
 
-    models = {m for group in (events.APPLY_EVENTS, events.RAG_EVENTS, events.CHAT_EVENTS) for m in group}
+    models = {m for group in (events.APPLY_EVENTS, events.RAG_EVENTS, events.CHAT_EVENTS, events.ANSWERS) for m in group}
     _, defs = models_json_schema([(m, "serialization") for m in sorted(models, key=lambda m: m.__name__)],
                                  ref_template="#/components/schemas/{model}")
     schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))

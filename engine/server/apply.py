@@ -28,10 +28,11 @@ from fastapi.responses import Response
 from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit
+from engine.apply.pipeline import ApplyRequest, Plan, apply_edit
+from engine.apply.result import ApplyResult
 from engine.apply.text import BOM
-from engine.types import EngineUnavailable, GenerationStats, RequestError
-from engine.server.events import APPLY_EVENTS
+from engine.types import EngineUnavailable, RequestError
+from engine.server.events import APPLY_EVENTS, ApplyResponse
 from engine.server.errors import APIError, shutting_down, unavailable
 from engine.server.generation import SSEResponse, sse_events, watch_disconnect
 from engine.server.schemas import ERRORS, ApplyRequestBody, streamed
@@ -188,17 +189,7 @@ class ApplyRun:
             self.state.metrics.observe_generation(self.route, None, reason)
             return
         stats = self.result.stats
-        self.state.metrics.observe_generation(self.route, engine_stats(self.result),
-                                              stats.get("finish_reason") or stats.get("path"))
-
-
-def engine_stats(result: ApplyResult) -> GenerationStats:
-    """An apply result's figures as engine stats (what metrics and `usage` read); the figures the
-    result does not carry are left at their defaults."""
-    u, s = result.usage, result.stats
-    return GenerationStats(prompt_tokens=u.get("prompt_tokens", 0), generated_tokens=u.get("completion_tokens", 0),
-                           drafted=s.get("drafted", 0), accepted=s.get("accepted", 0), ttft_ms=s.get("ttft_ms"),
-                           accepted_per_step_hist=s.get("accepted_per_step_hist", {}))
+        self.state.metrics.observe_generation(self.route, self.result.engine_stats(), stats.finish_reason or stats.path)
 
 
 def refused(result: ApplyResult) -> APIError:
@@ -237,7 +228,7 @@ def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
         raise apply_error(exc) from None
 
 
-@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS, APPLY_EVENTS)}, summary="Merge an edit snippet into a file")
+@router.post(ROUTE, responses={**ERRORS, **streamed(STREAM_EVENTS, APPLY_EVENTS, ApplyResponse)}, summary="Merge an edit snippet into a file")
 async def apply(body: ApplyRequestBody, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)

@@ -32,7 +32,7 @@ from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
 from engine.apply.text import BOM
 from engine.types import Request, SamplingParams
-from engine.server.apply import ApplyRun, apply_error, engine_stats, refused
+from engine.server.apply import ApplyRun, apply_error, refused
 from engine.server.events import CHAT_EVENTS
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse_events, stops_of, usage
@@ -162,7 +162,7 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
         return None  # the client left
     if not result.ok:
         raise refused(result)
-    return reply.completion(result.merged_code, "stop", usage(engine_stats(result)), result.stats)
+    return reply.completion(result.merged_code, "stop", usage(result.engine_stats()), result.stats.as_dict())
 
 
 def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
@@ -173,8 +173,8 @@ def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
             return None  # the client left
         if not run.result.ok:
             return [refused(run.result).body()]
-        final = [reply.chunk({"content": run.result.merged_code}), reply.chunk({}, "stop", stats=run.result.stats)]
-        return final + ([reply.usage_chunk(usage(engine_stats(run.result)))] if include_usage else [])
+        final = [reply.chunk({"content": run.result.merged_code}), reply.chunk({}, "stop", stats=run.result.stats.as_dict())]
+        return final + ([reply.usage_chunk(usage(run.result.engine_stats()))] if include_usage else [])
 
     return sse_events(run.deltas(), lambda text: None, end, APIError.body,
                       start=(reply.chunk({"role": "assistant", "content": ""}),))

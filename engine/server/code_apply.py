@@ -19,7 +19,7 @@ from pydantic import Field
 from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
 from engine.apply.text import BOM
-from engine.server.apply import ApplyRun, apply_error, engine_stats, refused
+from engine.server.apply import ApplyRun, apply_error, refused
 from engine.server.errors import APIError
 from engine.server.generation import usage
 from engine.server.schemas import ERRORS, Body, ModelName, Text
@@ -58,4 +58,4 @@ async def code_apply(body: CodeApplyBody, http: HTTPRequest):
         return None
     if not result.ok:
         raise refused(result)
-    return {"mergedCode": result.merged_code, "usage": usage(engine_stats(result))}
+    return {"mergedCode": result.merged_code, "usage": usage(result.engine_stats())}

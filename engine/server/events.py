@@ -6,7 +6,7 @@ every event a stream sends against them (`validate_event`), so the stream and it
 cannot drift apart. Every stream ends with `data: [DONE]` (generation.py, `sse_events`).
 
 * `/v1/apply`: `DeltaEvent`s (the model's raw output, model path only), then one
-  `ApplyResultEvent` (the whole result, as the JSON answer), or an `ErrorEvent`.
+  `ApplyResultEvent` (the whole result: `ApplyResponse`, the JSON answer), or an `ErrorEvent`.
 * `/v1/rag`: `DeltaEvent`s, then one `RagResultEvent` (the whole answer, as the JSON answer
   carries it), or an `ErrorEvent`.
 * `/v1/chat/completions`: OpenAI's `ChatCompletionChunk`s (the role, content deltas, a last
@@ -20,6 +20,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from engine.apply.result import ApplyStats, ReadingChoice, Usage
+from engine.apply.validate import Validation
 from engine.server.schemas import ErrorDetail
 
 
@@ -37,15 +39,6 @@ class ErrorEvent(Event):
     error: ErrorDetail
 
 
-class ReadingItem(Event):
-    """One reading of an ambiguous snippet (`pipeline.ReadingChoice`)."""
-
-    label: str
-    merged_code: str
-    diff: str
-    logprob: float | None
-
-
 class HunkItem(Event):
     """One change of the result (`hunks.Hunk`): 0-based rows of the file and of `merged_code`, end
     exclusive, and the first and last row of `diff` that show it."""
@@ -57,15 +50,21 @@ class HunkItem(Event):
     diffRows: list[int]
 
 
-class ApplyResultEvent(Event):
-    type: Literal["result"]
+class ApplyResponse(Event):
+    """`POST /v1/apply`'s answer (`ApplyResult.as_dict()`); its parts are the result's own
+    dataclasses (engine/apply/result.py), so the wire and the code cannot name a field twice."""
+
     merged_code: str
     diff: str
-    validation: dict
-    usage: dict
-    stats: dict
-    readings: list[ReadingItem]
+    validation: Validation
+    usage: Usage
+    stats: ApplyStats
+    readings: list[ReadingChoice]
     hunks: list[HunkItem]
+
+
+class ApplyResultEvent(ApplyResponse):
+    type: Literal["result"]
 
 
 class RagResultEvent(Event):
@@ -110,6 +109,7 @@ class ChatErrorEvent(Event):
 APPLY_EVENTS = (DeltaEvent, ApplyResultEvent, ErrorEvent)
 RAG_EVENTS = (DeltaEvent, RagResultEvent, ErrorEvent)
 CHAT_EVENTS = (ChatCompletionChunk, ChatErrorEvent)
+ANSWERS = (ApplyResponse,)  # the routes' JSON answers declared here
 
 
 def validate_event(models: tuple[type[Event], ...], event: dict) -> Event:

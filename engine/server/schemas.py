@@ -206,12 +206,14 @@ ERRORS = {status: {"model": ErrorBody, "description": what} for status, what in 
 )}
 
 
-def streamed(events: str, models: tuple[type[BaseModel], ...]) -> dict:
-    """The 200 response of a route that streams when `stream` is true: JSON, or server-sent events,
-    each event's JSON one of `models` (events.py; `x-events` refers to their schemas)."""
+def streamed(events: str, models: tuple[type[BaseModel], ...], answer: type[BaseModel] | None = None) -> dict:
+    """The 200 response of a route that streams when `stream` is true: JSON (an `answer` where the
+    route declares one), or server-sent events, each event's JSON one of `models` (events.py;
+    `x-events` refers to their schemas)."""
     refs = {"oneOf": [{"$ref": f"#/components/schemas/{m.__name__}"} for m in models]}
+    json_schema = {"$ref": f"#/components/schemas/{answer.__name__}"} if answer else {"type": "object"}
     return {200: {"description": "The answer as JSON; with `stream: true`, server-sent events (`data: <json>` lines, "
                                  f"then `data: [DONE]`): {events}",
-                  "content": {"application/json": {"schema": {"type": "object"}},
+                  "content": {"application/json": {"schema": json_schema},
                               "text/event-stream": {"schema": {"type": "string", "description": events},
                                                     "x-events": refs}}}}

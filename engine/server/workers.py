@@ -52,7 +52,8 @@ from multiprocessing import get_context
 
 from starlette.concurrency import run_in_threadpool
 
-from engine.apply.pipeline import ApplyRequest, ApplyResult, Plan, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, Plan, apply_edit, prepare
+from engine.apply.result import ApplyResult
 from engine.server.errors import APIError
 
 NICENESS = 10  # added to a worker's nice value: merges yield the CPU to generation

@@ -20,7 +20,8 @@ from engine.apply.errors import (
     MarkerOnlySnippetError, NeedsModelError, NoMatchError,
 )
 from engine.apply.model_path import build_job, restore_endings, uncertain_window
-from engine.apply.pipeline import ApplyRequest, ApplyResult, Progress, apply_edit, iter_apply, prepare
+from engine.apply.pipeline import ApplyRequest, apply_edit, iter_apply, prepare
+from engine.apply.result import ApplyResult, Progress
 from engine.apply.targets import find_region
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
@@ -94,7 +95,7 @@ def test_deterministic_mode_is_exact_on_the_dev_set(dev_cases):
     for c in dev_cases:
         result = apply_edit(None, ApplyRequest(c["original"], c["update_snippet"], c["instruction"], path=c["path"],
                                                mode="deterministic"))
-        assert result.path == "deterministic" and result.usage["completion_tokens"] == 0
+        assert result.path == "deterministic" and result.usage.completion_tokens == 0
         exact += result.merged_code == c["expected"]
         if result.merged_code == c["expected"]:
             assert apply_unified_diff(c["original"], result.diff) == c["expected"]
@@ -105,7 +106,7 @@ def test_auto_takes_a_trusted_merge_without_the_model(shapes_py):
     # No engine at all: a trusted merge must not need one.
     result = apply_edit(None, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py"))
     assert result.path == "deterministic" and result.ok and not result.validation.problems
-    assert result.stats["merge_status"] == "exact" and "Area in square units" in result.merged_code
+    assert result.stats.merge_status == "exact" and "Area in square units" in result.merged_code
 
 
 def test_the_result_s_seconds_count_from_before_the_merge(shapes_py, monkeypatch):
@@ -146,7 +147,7 @@ def test_auto_sends_a_snippet_the_merge_cannot_place_to_the_model(shapes_py, ser
 
 def test_model_mode_always_runs_the_model_and_reports_validation(shapes_py, service):
     result = apply_edit(service, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model", max_tokens=12))
-    assert result.path == "model" and result.stats["merge_status"] == "exact" and result.usage["completion_tokens"] == 12
+    assert result.path == "model" and result.stats.merge_status == "exact" and result.usage.completion_tokens == 12
     v = result.as_dict()["validation"]
     assert not v["ok"] and v["problems"][0]["name"] == "truncated"  # reported, not hidden
     assert v["ok"] == (not any(p["severity"] == "error" for p in v["problems"]))
@@ -171,7 +172,7 @@ def test_model_path_reproduces_expected_when_the_model_writes_the_merge(dev_case
     final newline)."""
     for c in dev_cases:
         result = apply_edit(echo, ApplyRequest(c["original"], c["update_snippet"], c["instruction"], path=c["path"], mode="model"))
-        assert result.path == "model" and result.stats["finish_reason"] == "stop"
+        assert result.path == "model" and result.stats.finish_reason == "stop"
         assert result.merged_code == prepare(ApplyRequest(c["original"], c["update_snippet"], path=c["path"])).candidate, c["id"]
         assert result.validation.ok or c["id"] == "encode/httpx@e51b2125c9:noxfile.py", (c["id"], result.validation.names)
 
@@ -298,7 +299,7 @@ def test_instruction_only_rewrites_the_named_definition_and_splices_it_back(shap
     region = find_region(shapes_py, "Add type hints to main", "python")
     assert region is not None and region.names == ("main",)
     result = apply_edit(echo, ApplyRequest(shapes_py, None, "Add type hints to main", path="shapes.py"))
-    assert result.path == "model" and result.stats["kind"] == "instruction" and "main" in result.stats["reason"]
+    assert result.path == "model" and result.stats.kind == "instruction" and "main" in result.stats.reason
     prompt_text = echo.tokenizer.decode(echo.requests[-1].prompt_ids)
     assert "def main(argv):" in prompt_text and "def perimeter" not in prompt_text  # only the region is sent
     assert result.merged_code == shapes_py
@@ -307,7 +308,7 @@ def test_instruction_only_rewrites_the_named_definition_and_splices_it_back(shap
 def test_instruction_only_splice_keeps_the_rest_byte_identical(shapes_py, service):
     """The real model rewrites `main`; whatever it writes, the lines outside it are untouched."""
     result = apply_edit(service, ApplyRequest(shapes_py, "", "Make main return 1", path="shapes.py", max_tokens=40))
-    assert result.stats["kind"] == "instruction" and result.path == "model"
+    assert result.stats.kind == "instruction" and result.path == "model"
     lines = shapes_py.splitlines(keepends=True)
     head, tail = "".join(lines[:18]), "".join(lines[22:])
     assert result.merged_code.startswith(head) and result.merged_code.endswith(tail)
@@ -322,7 +323,7 @@ def test_a_unified_diff_is_applied_as_the_edit(dev_cases):
     c = dev_cases[0]
     diff = unified_diff(c["original"], c["expected"], c["path"])
     result = apply_edit(None, ApplyRequest(c["original"], diff, path=c["path"]))
-    assert result.path == "deterministic" and result.stats["merge_status"] == "diff"
+    assert result.path == "deterministic" and result.stats.merge_status == "diff"
     assert result.merged_code == c["expected"]
     with pytest.raises(DiffError):
         apply_edit(None, ApplyRequest(c["original"], "--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n-nope\n+yes\n", mode="deterministic"))
@@ -373,7 +374,7 @@ def test_a_snippet_matching_nowhere_is_no_match_however_many_segments(shapes_py,
 def test_a_snippet_with_one_matching_segment_is_still_merged_partially(shapes_py):
     snippet = AREA_EXACT + NOWHERE + "# ... existing code ...\n"
     result = apply_edit(None, ApplyRequest(shapes_py, snippet, path="shapes.py", mode="deterministic"))
-    assert result.stats["merge_status"] == "partial" and not result.ok
+    assert result.stats.merge_status == "partial" and not result.ok
 
 
 def test_a_snippet_starting_with_a_byte_order_mark_merges_as_without_it(shapes_py):

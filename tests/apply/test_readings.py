@@ -167,7 +167,7 @@ ERR_SNIPPET = "# ... existing code ...\nclass MyError(Exception):\n    \"\"\"Rai
 def test_a_clear_margin_takes_the_model_s_reading(tokenizer):
     engine = ScoringEngine(tokenizer, with_pass=-1.0, without=-1.0 - MARGIN - 0.5)
     result = apply_edit(engine, ApplyRequest(ERR, ERR_SNIPPET, path="e.py"))
-    assert result.ok and result.stats["path"] == "ranked" and result.merged_code == ERR
+    assert result.ok and result.stats.path == "ranked" and result.merged_code == ERR
     assert [r.logprob for r in result.readings] == [-1.0, -1.0 - MARGIN - 0.5]
 
 
@@ -206,3 +206,4 @@ def test_a_line_of_a_member_that_a_whole_file_answer_replaces_is_no_member_left_
     lines[8] = "    y = x + 2\n"
     found = explore(original, "".join(lines), "python")
     assert not found.ambiguous and found.result.text == "".join(lines)
+

@@ -20,7 +20,7 @@ def block(search: str, replace: str, head: str = "<<<<<<< SEARCH", tail: str = "
 
 def apply(answer: str, original: str = FILE, path: str = "io_utils.py") -> str:
     result = apply_edit(None, ApplyRequest(original, answer, path=path, mode="deterministic"))
-    assert result.ok and result.stats["kind"] == "search_replace", result.validation
+    assert result.ok and result.stats.kind == "search_replace", result.validation
     return result.merged_code
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from engine.server.events import APPLY_EVENTS, CHAT_EVENTS, RAG_EVENTS, validate_event
+from engine.server.events import APPLY_EVENTS, CHAT_EVENTS, RAG_EVENTS, ApplyResponse, validate_event
 from tests.server.test_apply import CASES, DETERMINISTIC, MODEL, body
 from tests.server.test_errors import CHAT, HI
 
@@ -47,3 +47,17 @@ def test_the_rag_result_event_carries_the_whole_answer(client):
     events = events_of(client, "/v1/rag", payload)
     answer = "".join(e["text"] for e in events if e["type"] == "delta")
     assert events[-1]["answer"] == answer == client.post("/v1/rag", json=payload).json()["answer"]
+
+
+@pytest.mark.parametrize("mode", ["deterministic", "model"])
+def test_the_apply_answer_is_the_declared_response(client, mode):
+    """The JSON answer of /v1/apply is `ApplyResponse` (the result's own dataclasses, extra fields
+    refused), and the OpenAPI schema declares it as the route's 200 JSON."""
+    case = CASES[DETERMINISTIC[0]] if mode == "deterministic" else CASES[MODEL]
+    answer = client.post("/v1/apply", json=body(case, mode=mode, max_tokens=8)).json()
+    typed = ApplyResponse.model_validate(answer)
+    assert typed.stats.path == mode and typed.usage.completion_tokens == (0 if mode == "deterministic" else 8)
+    declared = client.get("/openapi.json").json()
+    json_answer = declared["paths"]["/v1/apply"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert json_answer == {"$ref": "#/components/schemas/ApplyResponse"}
+    assert {"ApplyResponse", "ApplyStats", "Usage"} <= set(declared["components"]["schemas"])

@@ -61,10 +61,10 @@ def test_the_vllm_service_generates_what_our_engine_generates(vllm, ours):
 
 def test_the_apply_pipeline_gives_the_same_result_on_both_backends(vllm, reference):
     result = apply_edit(vllm, model_request(dev_case()))
-    assert result.stats["path"] == "model" and result.usage["completion_tokens"] > 0
+    assert result.stats.path == "model" and result.usage.completion_tokens > 0
     assert result.merged_code == reference.merged_code and result.diff == reference.diff
     assert [p.name for p in result.validation.problems] == [p.name for p in reference.validation.problems]
-    assert result.usage["completion_tokens"] == reference.usage["completion_tokens"]
+    assert result.usage.completion_tokens == reference.usage.completion_tokens
 
 
 def test_readings_rank_the_same_on_both_backends(vllm, ours):
@@ -77,7 +77,7 @@ def test_readings_rank_the_same_on_both_backends(vllm, ours):
     (theirs, mine) = results["vllm"], results["ours"]
     assert len(mine.readings) == 2 and [r.label for r in theirs.readings] == [r.label for r in mine.readings]
     assert [r.logprob for r in theirs.readings] == pytest.approx([r.logprob for r in mine.readings], abs=0.05)
-    assert theirs.merged_code == mine.merged_code and theirs.stats["path"] == mine.stats["path"]
+    assert theirs.merged_code == mine.merged_code and theirs.stats.path == mine.stats.path
 
 
 def test_serve_backend_vllm_applies_plain_and_streamed(serve, reference):
@@ -91,7 +91,7 @@ def test_serve_backend_vllm_applies_plain_and_streamed(serve, reference):
         assert r.status_code == 200, r.text
         result = r.json()
         assert result["merged_code"] == reference.merged_code and result["stats"]["path"] == "model"
-        assert result["usage"]["completion_tokens"] == reference.usage["completion_tokens"]
+        assert result["usage"]["completion_tokens"] == reference.usage.completion_tokens
         assert result["stats"]["steps"] > 0 and result["stats"]["accepted"] > 0
         with c.stream("POST", "/v1/apply", json={**body, "stream": True}) as r:
             events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]

@@ -32,7 +32,7 @@ async def test_a_model_apply_runs_on_vllm(client: LanguageClient, ours, vllm):
     reference = apply_edit(ours, model_request(case))
     result = await editor.execute("editapply.preview", {"uri": uri, "snippet": case["update_snippet"], "mode": "model"})
     assert result["stats"]["path"] == "model" and result["merged"] == reference.merged_code
-    assert result["usage"]["completion_tokens"] == reference.usage["completion_tokens"]
+    assert result["usage"]["completion_tokens"] == reference.usage.completion_tokens
     status = await editor.execute("editapply.status", {})
     assert status["engine"]["loaded"] and status["engine"]["running"] == 0
     assert status["engine"]["vllm"] == {"url": vllm.url, "reachable": True}
