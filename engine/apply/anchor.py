@@ -73,6 +73,22 @@ _COMMENT_OPENERS = ("#", "//", "/*", "*", "--", ";", "<!--")
 _CONTROL = frozenset("if for while switch catch with return else do try synchronized foreach using lock fixed elif".split())
 
 
+# `NAME = value` (with `const` / `let` / `var` / `export`, or a type annotation): the name and the value.
+_ASSIGNMENT = re.compile(r"^\s*(?:(?:export|const|let|var)\s+)*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?![=>])(.*)$")
+# An entry of a dict, an object or a struct literal, `'key': value,`: the key and the value.
+_ENTRY = re.compile(r"""^\s*(['"]?)([\w$.-]+)\1\s*:(?!:)\s*(.+?),\s*$""")
+
+
+def setting(line: str) -> tuple[str, str, str] | None:
+    """What a line sets: ("=", name, value) for an assignment, (":", key, value) for an entry of
+    a literal; None otherwise. Two lines that set the same name are one thing with two values."""
+    if match := _ASSIGNMENT.match(line):
+        return "=", match[1], match[2]
+    if match := _ENTRY.match(line):
+        return ":", match[2], match[3]
+    return None
+
+
 def definition(line: str) -> str | None:
     """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method, 'method power' for
     `  power(e) {`; None otherwise (also in a comment: prose says "the trait can")."""

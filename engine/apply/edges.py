@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from engine.apply.anchor import OriginalIndex, definition, is_trivial, normalize
+from engine.apply.anchor import OriginalIndex, definition, is_trivial, normalize, setting
 from engine.apply.confidence import IMPLIED_MARKER, Choices, Doubt
 from engine.apply.fuzzy import similarity
 from engine.apply.scope import block_end, drops_definitions, open_constructs, replaces_ending, statements
@@ -203,8 +203,8 @@ def extend(lines, index, at, orig, limit, step, similar: bool = True, past_blank
             return at, orig, fuzzy
         a, b = lines[s], index.lines[o]
         if index.level(a, o) is None:
-            if (not similar or is_trivial(a) or indent_of(a) != indent_of(b) or similarity(a, b) < _threshold(a, b)
-                    or _elsewhere(a, b, index)):
+            if (not similar or is_trivial(a) or indent_of(a) != indent_of(b)
+                    or (not _same_setting(a, b) and similarity(a, b) < _threshold(a, b)) or _elsewhere(a, b, index)):
                 return at, orig, fuzzy
             fuzzy = True
         at, orig = at + step, orig + step
@@ -247,6 +247,13 @@ def doc_block(lines, at: int, step: int, limit: int | None = None) -> int:
             break
         n += 1
     return n
+
+
+def _same_setting(a: str, b: str) -> bool:
+    """Whether `a` and `b` set the same name (`x1 = 'one'` and `x1 = 1`): a changed value, however
+    little of the line is left (short lines keep few characters)."""
+    ours = setting(a)
+    return ours is not None and ours[:2] == (setting(b) or ())[:2]
 
 
 def _elsewhere(a: str, b: str, index: OriginalIndex) -> bool:

@@ -22,7 +22,7 @@ from engine.apply.errors import Problem
 from engine.apply.confidence import Choices
 from engine.apply.merge import SUCCESS, MergeResult, merge
 from engine.apply.snippet import Snippet, parse_snippet
-from engine.apply.anchor import is_trivial
+from engine.apply.anchor import is_trivial, setting
 from engine.apply.text import indent_of, line_matcher, split_lines
 from engine.apply.validate import Validation, validate
 
@@ -101,7 +101,13 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
     if len(found) == 1:
         return Exploration(found[0].merge, found[0].validation, tuple(found), len(runs))
     if not found:
-        return Exploration(first, validate(original, first, language=language), (), len(runs))
+        check = validate(original, first, language=language)
+        if check.ok and first.status in SUCCESS and _dead_lines(first.text) > dead_before():
+            # Its only reading leaves such code: not what anyone meant, so not a result.
+            check = Validation.of([*check.problems, Problem(
+                "dead_code", "the merge leaves code that never runs or a value overwritten before it is read "
+                "(a changed line kept beside the line it changes?)")])
+        return Exploration(first, check, (), len(runs))
     listed = " | ".join(f"({n}) {r.label}" for n, r in enumerate(found, 1))
     problem = Problem("ambiguous_reading", f"the snippet can be read {len(found)} ways, and nothing in it says which "
                       f"is meant: {listed}")
@@ -125,12 +131,6 @@ _EXITS = ("return", "raise", "throw", "break", "continue")
 _GOES_ON = ("else", "elif", "except", "finally", "catch", "case", "default", "#", "//", "/*", "*", "end")
 
 
-# `NAME = value` (with `const` / `let` / `var` / `export`, or a type annotation): the name and the value.
-_ASSIGNMENT = re.compile(r"^\s*(?:(?:export|const|let|var)\s+)*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?![=>])(.*)$")
-# An entry of a dict, an object or a struct literal, `'key': value,`: the key and the value.
-_ENTRY = re.compile(r"""^\s*(['"]?)([\w$.-]+)\1\s*:(?!:)\s*(.+?),\s*$""")
-
-
 def _dead_lines(text: str) -> int:
     """Lines right after a `return` / `raise` / `throw` / `break` / `continue` at its depth that
     are not a closer or the next branch (`else`, `case`, a comment): code that never runs; and
@@ -145,9 +145,7 @@ def _dead_lines(text: str) -> int:
             continue
         if word in _EXITS and not is_trivial(after) and not after.strip().startswith(_GOES_ON):
             dead += 1
-        elif (first := _ASSIGNMENT.match(line)) and (second := _ASSIGNMENT.match(after)) and first[1] == second[1] \
-                and not re.search(rf"\b{re.escape(first[1])}\b", second[2]):
-            dead += 1
-        elif (first := _ENTRY.match(line)) and (second := _ENTRY.match(after)) and first[2] == second[2]:
-            dead += 1  # the same key twice: the first entry is overwritten (or does not compile)
+        elif (first := setting(line)) and (second := setting(after)) and first[:2] == second[:2] and (
+                first[0] == ":" or not re.search(rf"\b{re.escape(first[1])}\b", second[2])):
+            dead += 1  # overwritten before it is read; a literal's key twice does not even compile in most languages
     return dead

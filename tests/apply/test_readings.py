@@ -207,3 +207,24 @@ def test_a_line_of_a_member_that_a_whole_file_answer_replaces_is_no_member_left_
     found = explore(original, "".join(lines), "python")
     assert not found.ambiguous and found.result.text == "".join(lines)
 
+
+def test_a_changed_value_of_the_same_name_replaces_the_line_however_short():
+    """`x1 = 'one'` after the anchor `x0 = 0` changes `x1 = 1` (the two lines share little but the
+    name): kept beside it, the old value would be overwritten before it is read."""
+    original = "".join(f"x{i} = {i}\n" for i in range(20))
+    snippet = "x0 = 0\nx1 = 'one'\n# ... existing code ...\nx14 = 14\nx15 = 'fifteen'\n# ... existing code ...\n"
+    result = apply_edit(None, ApplyRequest(original, snippet, path="v.py"))
+    assert result.ok and result.merged_code == original.replace("x1 = 1\n", "x1 = 'one'\n").replace(
+        "x15 = 15\n", "x15 = 'fifteen'\n")
+
+
+@pytest.mark.parametrize("original, snippet", [
+    ("def f(x):\n    if x:\n        return compute(x, mode='fast')\n    return None\n",
+     "def f(x):\n    if x:\n        raise ValueError('no')\n    # ... existing code ...\n"),
+    ("def f(x):\n    y = x\n    log(y)\n    return y\n", "def f(x):\n    return 0\n    # ... existing code ...\n"),
+])
+def test_a_merge_whose_only_reading_leaves_dead_code_is_refused(original, snippet):
+    """The one reading keeps the original's lines after a new `raise` / `return`: code that never
+    runs, which neither the file nor the snippet had, so not a result (refused, never valid)."""
+    result = apply_edit(None, ApplyRequest(original, snippet, path="a.py", mode="deterministic"))
+    assert not result.ok and "dead_code" in result.validation.names
