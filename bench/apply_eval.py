@@ -52,7 +52,8 @@ from engine.apply import validate
 from engine.apply.readings import explore
 from engine.apply.confidence import HIGH_CONFIDENCE
 from engine.apply.errors import ApplyError
-from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import apply_edit
 
 DEV_SET = Path(__file__).resolve().parent / "data" / "dev.jsonl"
 MESSY_SET = DEV_SET.with_name("dev_messy.jsonl")

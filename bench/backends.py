@@ -32,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bench.apply_eval import load_cases
 from bench.common import DEV_SET, header, save_json, table
-from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.apply.pipeline import ApplyRequest
+from engine.apply.run import apply_edit
 from engine.config import EngineConfig
 from engine.service import open_service
 

@@ -45,7 +45,8 @@ from pygls.lsp.client import LanguageClient
 
 from bench.common import header, load_dev, save_json, table
 from engine.apply.client import remote_apply
-from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.apply.pipeline import ApplyRequest
+from engine.apply.run import apply_edit
 from engine.loader import registry
 
 EDITAPPLY = str(Path(sys.executable).parent / "editapply")

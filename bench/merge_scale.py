@@ -33,7 +33,8 @@ SIZES = (1_000, 4_000, 8_000, 16_000, 32_000, 50_000)
 # Run in the tree under test: time prepare + apply_edit on the file and snippet given on stdin.
 TIMER = """
 import json, sys, time
-from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import apply_edit
 job = json.load(sys.stdin)
 req = ApplyRequest(job["text"], job["snippet"], path="big.py", mode="deterministic")
 start = time.perf_counter()

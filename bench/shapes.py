@@ -43,7 +43,8 @@ SHAPES = [  # (language, original, snippet, expected)
 
 RUN = """
 import json, sys
-from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.apply.pipeline import ApplyRequest
+from engine.apply.run import apply_edit
 out = []
 for lang, o, s, exp in json.load(sys.stdin):
     r = apply_edit(None, ApplyRequest(o, s, path="x." + lang, mode="deterministic"))

@@ -41,7 +41,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 from engine.apply.diff import unified_diff
 from engine.apply.hunks import described, hunks, take
 from engine.choices import MODES
-from engine.apply.pipeline import ApplyRequest, Plan, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, Plan, prepare
+from engine.apply.run import apply_edit
 from engine.apply.result import ApplyResult
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable

@@ -23,17 +23,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import asdict, dataclass
 
 import httpx
 
+from engine.apply.client import auth_headers, error_message, response_message
 from engine.apply.errors import ApplyCancelled, ApplyError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import ApplyRequest, Plan, apply_edit
+from engine.apply.pipeline import ApplyRequest, Plan
 from engine.apply.result import ApplyResult, Progress
+from engine.apply.run import ApplyStream, run_apply
 from engine.types import EngineUnavailable  # cannot be reached (remote, vLLM) or loaded (local)
 from lsp_server.settings import Settings
 
@@ -88,30 +89,6 @@ def make_engine(settings: Settings) -> "LocalEngine | RemoteEngine":
     return LocalEngine(settings.model, settings.backend, settings.vllm_url)
 
 
-class _TrackedService:
-    """The service as the pipeline sees it, keeping the handle so a cancel can reach the engine
-    even before the first token (the pipeline itself notices a cancel only between events)."""
-
-    def __init__(self, service):
-        self.service, self.tokenizer, self.cfg = service, service.tokenizer, service.cfg
-        self.handle = None
-        self.cancelled = False
-
-    def submit(self, request):
-        self.handle = self.service.submit(request)
-        if self.cancelled:
-            self.service.cancel(self.handle)
-        return self.handle
-
-    def stream(self, handle):
-        return self.service.stream(handle)
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        if self.handle is not None:
-            self.service.cancel(self.handle)
-
-
 class LocalEngine:
     def __init__(self, model: str | None, backend: str | None = None, vllm_url: str | None = None):
         self.model, self.backend, self.vllm_url = model, backend, vllm_url
@@ -138,28 +115,19 @@ class LocalEngine:
     async def apply(self, req: ApplyRequest, plan: Plan, on_progress: OnProgress,
                     on_status: OnStatus | None = None) -> ApplyResult:
         service = await self.service(on_status)
-        form = req.form
-        job = await asyncio.to_thread(build_job, plan, service.tokenizer, service.cfg.max_model_len, form,
-                                      req.max_tokens, req.use_prediction)
+        job = await asyncio.to_thread(build_job, plan, service.tokenizer, service.cfg.max_model_len)
         if on_status is not None:
             on_status("ranking the readings" if job is None else f"prefilling {job.prompt_tokens} prompt tokens")
-        loop = asyncio.get_running_loop()
-        tracked, cancel = _TrackedService(service), threading.Event()
         text: list[str] = []
 
-        def progress(p: Progress) -> None:  # engine thread -> event loop, in order
+        def progress(p: Progress) -> None:
             text.append(p.text)
-            run = RunProgress("".join(text), p.tokens, p.steps, p.tokens_per_second, p.accepted_per_step,
-                              job.max_tokens if job else 0)
-            loop.call_soon_threadsafe(on_progress, run)
+            on_progress(RunProgress("".join(text), p.tokens, p.steps, p.tokens_per_second, p.accepted_per_step,
+                                    job.max_tokens if job else 0))
 
-        work = loop.run_in_executor(None, lambda: apply_edit(tracked, req, progress, cancel, plan=plan, job=job))
+        # Cancelling this task cancels the stream, which cancels the engine's handle.
         try:
-            return await work
-        except asyncio.CancelledError:
-            cancel.set()
-            tracked.cancel()
-            raise
+            return await run_apply(ApplyStream(service, req, plan=plan, job=job), progress)
         except ApplyCancelled:  # not by us: the engine was shut down (the settings changed)
             raise EngineFailed("the engine stopped the generation (it was shut down)") from None
         except EngineUnavailable:  # a vLLM backend went away: say so, as for a remote engine
@@ -218,10 +186,8 @@ class LocalEngine:
 class RemoteEngine:
     def __init__(self, url: str, api_key: str | None):
         self.url = url
-        key = api_key or os.environ.get("EDITAPPLY_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
         # No read timeout: a long file streams for as long as the model writes.
-        self._http = httpx.AsyncClient(base_url=url, headers=headers,
+        self._http = httpx.AsyncClient(base_url=url, headers=auth_headers(api_key),
                                        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S))
 
     async def apply(self, req: ApplyRequest, plan: Plan, on_progress: OnProgress,
@@ -281,7 +247,7 @@ class RemoteEngine:
                         return
                     event = json.loads(data)
                     if event.get("type") == "error":
-                        raise EngineFailed(f"the engine failed: {_message(event)}")
+                        raise EngineFailed(f"the engine failed: {error_message(event)}")
                     yield event
         except httpx.TransportError as exc:  # refused, reset, timed out connecting, cut mid-stream
             raise EngineUnavailable(f"cannot reach the engine at {self.url}: {_reason(exc)}") from None
@@ -289,7 +255,7 @@ class RemoteEngine:
             raise EngineFailed(f"the engine at {self.url} sent a malformed event: {exc}") from None
 
     def _refusal(self, route: str, response: httpx.Response) -> Exception:
-        message = f"{route}: {_message(_json(response))} (HTTP {response.status_code})"
+        message = f"{route}: {response_message(response)} (HTTP {response.status_code})"
         if response.status_code in (401, 403):
             return EngineUnavailable(f"the engine at {self.url} refused the API key (set apiKey): {message}")
         if response.status_code == 503:
@@ -315,20 +281,6 @@ async def probe_vllm(url: str) -> dict:
 def _figures(stats: dict) -> dict:
     keys = ("steps", "tokens_per_second", "accepted_per_step", "accepted_per_step_hist", "ttft_ms", "seconds")
     return {k: stats[k] for k in keys if k in stats}
-
-
-def _json(response: httpx.Response):
-    try:
-        return response.json()
-    except ValueError:
-        return response.text.strip()[:300] or response.reason_phrase
-
-
-def _message(body) -> str:
-    if isinstance(body, dict):
-        error = body.get("error", body.get("detail", body))
-        return str(error.get("message", error)) if isinstance(error, dict) else str(error)
-    return str(body)
 
 
 def _reason(exc: Exception) -> str:

@@ -29,11 +29,15 @@ class RemoteInputError(ApplyError):
     """The engine server refused the request as bad input (a 4xx), or nothing answers at the URL."""
 
 
-def _message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip()[:300] or response.reason_phrase
+def auth_headers(api_key: str | None = None) -> dict:
+    """The bearer token of `api_key`, else of EDITAPPLY_API_KEY; none when neither is set."""
+    key = api_key or os.environ.get("EDITAPPLY_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def error_message(body) -> str:
+    """The human part of an error answer or event: `{"error": {"message"}}` (ours, OpenAI's),
+    `{"detail"}` (FastAPI's), else the body as text."""
     if isinstance(body, dict):
         err = body.get("error", body.get("detail", body))
         if isinstance(err, dict):
@@ -42,10 +46,16 @@ def _message(response: httpx.Response) -> str:
     return str(body)
 
 
+def response_message(response: httpx.Response) -> str:
+    try:
+        return error_message(response.json())
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+
+
 def remote_apply(url: str, req: ApplyRequest, api_key: str | None = None, timeout_s: float | None = None) -> ApplyResult:
     """POST `req` to `url`/v1/apply and return the server's result."""
-    api_key = api_key if api_key is not None else os.environ.get("EDITAPPLY_API_KEY")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     endpoint = url.rstrip("/") + "/v1/apply"
     try:
         response = httpx.post(endpoint, json=req.as_dict(), headers=headers,
@@ -53,9 +63,9 @@ def remote_apply(url: str, req: ApplyRequest, api_key: str | None = None, timeou
     except httpx.HTTPError as exc:
         raise RemoteInputError(f"cannot reach the engine at {endpoint}: {exc}") from None
     if 400 <= response.status_code < 500:
-        raise RemoteInputError(f"the engine refused the request ({response.status_code}): {_message(response)}")
+        raise RemoteInputError(f"the engine refused the request ({response.status_code}): {response_message(response)}")
     if response.status_code != 200:
-        raise RemoteError(f"the engine failed ({response.status_code}): {_message(response)}")
+        raise RemoteError(f"the engine failed ({response.status_code}): {response_message(response)}")
     try:
         return ApplyResult.from_dict(response.json())
     except (ValueError, KeyError, TypeError) as exc:

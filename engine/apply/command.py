@@ -31,7 +31,8 @@ from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, EmptySnippetError
 from engine.apply.files import (FileChangedError, WriteError, check_writable, decode_source, read_bounded, read_source,
                                 read_stream, write_source)
-from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import apply_edit
 from engine.apply.result import ApplyResult, Progress
 from engine.apply.text import BOM
 
@@ -146,8 +147,7 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
     if tokenizer is None:  # mode auto, and the merge was not trusted
         cfg, tokenizer = _tokenizer(args)
         limits.check_context(req, tokenizer, cfg.max_model_len)
-    form = req.form
-    job = build_job(plan, tokenizer, cfg.max_model_len, form, req.max_tokens, req.use_prediction)
+    job = build_job(plan, tokenizer, cfg.max_model_len)
     doing = "the model ranks the readings" if job is None else "the model writes the file"
     err.print(f"{plan.reason}: {doing}", markup=False, highlight=False, soft_wrap=True, style="dim")
     name = os.path.basename(str(cfg.model).rstrip('/'))
@@ -160,7 +160,7 @@ def _local(args, req: ApplyRequest, err: Console) -> ApplyResult:
     try:
         if engine.cfg.max_model_len != cfg.max_model_len:  # a vLLM server's own context decides
             limits.check_context(req, tokenizer, engine.cfg.max_model_len)
-            job = build_job(plan, tokenizer, engine.cfg.max_model_len, form, req.max_tokens, req.use_prediction)
+            job = build_job(plan, tokenizer, engine.cfg.max_model_len)
         if job is None:
             with err.status("ranking the readings"):
                 return apply_edit(engine, req, plan=plan)

@@ -69,14 +69,15 @@ def _margin(expected: int, instruction_only: bool) -> int:
     return 64 + expected // 4 if instruction_only else 32 + expected // 8
 
 
-def build_job(plan, tokenizer, max_model_len: int, form: str, max_tokens: int | None = None,
-              use_prediction: bool = True, default_cap: int | None = None) -> ModelJob | None:
-    """The engine request for `plan`; raises ContextTooLongError when it cannot fit. Without
-    `max_tokens`, the expected size plus a margin, at most `default_cap` (a server's limit).
-    None for a plan whose readings the model ranks: it writes nothing (`ranking.py`)."""
+def build_job(plan, tokenizer, max_model_len: int, default_cap: int | None = None) -> ModelJob | None:
+    """The engine request for `plan`, in its request's prompt form, `max_tokens` and prediction
+    choice; raises ContextTooLongError when it cannot fit. Without `max_tokens`, the expected size
+    plus a margin, at most `default_cap` (a server's limit). None for a plan whose readings the
+    model ranks: it writes nothing (`ranking.py`)."""
     if plan.path == "rank":
         return None
     req = plan.request
+    form, max_tokens, use_prediction = req.form, req.max_tokens, req.use_prediction
     original = lf(req.initial_code)
     head = tail = ""
     body = original

@@ -1,7 +1,7 @@
-"""The apply pipeline: one function the CLI, the HTTP API and the language server all call.
+"""The apply pipeline: what to do with a request, and the result every front end returns.
 
-    result = apply_edit(engine, ApplyRequest(initial_code=text, edit_snippet=snippet, path="app.py"))
-    result.as_dict()  # {merged_code, diff, validation, usage, stats}: the `POST /v1/apply` response
+    result = apply_edit(engine, ApplyRequest(initial_code=text, edit_snippet=snippet, path="app.py"))  # run.py
+    result.as_dict()  # {merged_code, diff, validation, usage, stats, readings, hunks}: the `POST /v1/apply` response
 
 Modes (`ApplyRequest.mode`), and which path serves the request (`stats.path`):
 
@@ -13,16 +13,16 @@ Modes (`ApplyRequest.mode`), and which path serves the request (`stats.path`):
 * `model`: always the model (the merge still predicts its output);
 * `deterministic`: never the model; a snippet that matches nowhere is bad input (`NoMatchError`).
 
-A unified diff as the snippet is applied with `apply_unified_diff` (a diff that applies is exact).
-An instruction without a snippet goes to the model, which rewrites the top-level definitions the
-instruction names (`targets.py`), spliced back, or else the whole file.
+A unified diff or search/replace blocks as the snippet are applied as written (one that applies
+is exact). An instruction without a snippet goes to the model, which rewrites the top-level
+definitions the instruction names (`targets.py`), spliced back, or else the whole file.
 
 The steps are public so a caller can fail fast and load a model only when needed (the CLI does):
 `prepare(req) -> Plan` checks the input and decides the path without a model; `build_job` (in
-model_path.py) checks the context with only a tokenizer; `iter_apply` yields `Progress` events
-then the `ApplyResult`. Closing that iterator, or setting `cancel_event` in `apply_edit`,
-cancels the generation. Bad input raises an `ApplyError` (errors.py); a result that fails its
-checks is returned with `validation.ok` false, for the caller to decide.
+model_path.py) checks the context with only a tokenizer; `settle` answers what the model does not
+write; run.py streams the model's answer into `model_result`. Bad input raises an `ApplyError`
+(errors.py); a result that fails its checks is returned with `validation.ok` false, for the
+caller to decide.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from engine.apply import limits
 from engine.apply.diff import apply_unified_diff, unified_diff
 from engine.apply.errors import (
-    ApplyCancelled, ApplyError, BinaryFileError, DiffError, NeedsModelError,
+    ApplyError, BinaryFileError, DiffError, NeedsModelError,
     NoMatchError, Problem,
 )
 from engine.apply.languages import detect_language
@@ -235,68 +234,22 @@ def _choose(mode: str, trusted: bool, why: str) -> tuple[str, str]:
     return ("deterministic" if trusted else "model"), f"auto: {why}"
 
 
-def apply_edit(engine, req: ApplyRequest, on_progress: Callable[[Progress], None] | None = None,
-               cancel_event=None, *, plan: Plan | None = None, job: ModelJob | None = None) -> ApplyResult:
-    """Apply `req`; `engine` (the `service.Engine` protocol) may be None when no model is wanted. `on_progress` sees every stream increment; `cancel_event.is_set()` (e.g. a
-    `threading.Event`) cancels the generation and raises `ApplyCancelled`."""
-    stream = iter_apply(engine, req, plan=plan, job=job)
-    try:
-        for item in stream:
-            if isinstance(item, ApplyResult):
-                return item
-            if cancel_event is not None and cancel_event.is_set():
-                raise ApplyCancelled("the apply was cancelled")
-            if on_progress is not None:
-                on_progress(item)
-    finally:
-        stream.close()  # cancels a generation still running (an exception, a cancel)
-    raise RuntimeError("iter_apply ended without a result")  # pragma: no cover
-
-
-def iter_apply(engine, req: ApplyRequest, *, plan: Plan | None = None,
-               job: ModelJob | None = None) -> Iterator[Progress | ApplyResult]:
-    """`Progress` events while the model writes, then the `ApplyResult`; closing it cancels."""
-    plan = plan or prepare(req)
+def settle(plan: Plan, engine) -> ApplyResult | None:
+    """The result of a request the model does not write: the merge's own, the reading the model
+    ranks first (a short scoring pass on `engine`), or a refusal where no engine can serve it;
+    None when the model must write the file (run.py streams that). Raises NeedsModelError for a
+    request only the model can serve and no engine."""
     if not plan.needs_model:
-        yield _deterministic_result(plan)
-        return
+        return _deterministic_result(plan)
     if plan.path == "rank":
-        yield _ranked_result(plan, engine)
-        return
-    if engine is None:
-        if req.mode == "auto" and plan.candidate is not None:
-            # The merge was not trusted, so it is not an answer: shown, with its doubts, refused.
-            note = Problem("model_unavailable", f"the merge was not trusted ({plan.reason}) and no model is "
-                           "available to write the file")
-            yield _deterministic_result(plan, note)
-            return
-        raise NeedsModelError("this request needs the model, and no engine is available")
-    form = req.form
-    job = job or build_job(plan, engine.tokenizer, engine.cfg.max_model_len, form, req.max_tokens, req.use_prediction)
-    tokens: list[int] = []
-    stats = GenerationStats(prompt_tokens=job.prompt_tokens)
-    finish_reason = None
-    started = time.perf_counter()  # a caller may have loaded the model since `prepare`
-    events = engine.stream(engine.submit(job.request))
-    try:
-        for event in events:
-            tokens.extend(event.token_ids)
-            stats, finish_reason = event.stats, event.finish_reason
-            if event.error or finish_reason == "error":
-                raise RuntimeError(f"the engine failed: {event.error or 'unknown error'}")
-            if finish_reason == "cancelled":
-                raise ApplyCancelled("the generation was cancelled")
-            yield Progress(event.text, stats.generated_tokens, stats.steps, stats.tokens_per_second,
-                           stats.accepted_per_step, stats)
-    finally:
-        events.close()  # a generation still running is cancelled
-    answer = engine.tokenizer.decode(tokens)
-    result = _model_result(plan, job, answer, stats, finish_reason, started)
-    if req.mode == "auto" and not result.ok and plan.merge is not None:
-        # Neither path is trusted: a refusal with the model's reasons and the merge's doubts.
-        result.validation = Validation.of([*result.validation.problems, Problem(
-            "merge_not_trusted", f"the deterministic merge was not used either: {plan.reason}", "warning")])
-    yield result
+        return _ranked_result(plan, engine)
+    if engine is not None:
+        return None
+    if plan.request.mode == "auto" and plan.candidate is not None:
+        # The merge was not trusted, so it is not an answer: shown, with its doubts, refused.
+        return _deterministic_result(plan, Problem("model_unavailable", f"the merge was not trusted ({plan.reason}) "
+                                                   "and no model is available to write the file"))
+    raise NeedsModelError("this request needs the model, and no engine is available")
 
 
 def _deterministic_result(plan: Plan, note: Problem | None = None, ranking: Ranking | None = None) -> ApplyResult:
@@ -353,8 +306,10 @@ def _ranking_stats(ranking: Ranking) -> RankingStats:
                         ranking.scored_tokens, round(ranking.seconds, 4), tuple(ranking.window))
 
 
-def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats, finish_reason: str | None,
-                  started: float) -> ApplyResult:
+def model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats, finish_reason: str | None,
+                 started: float) -> ApplyResult:
+    """The model's file (`answer` spliced where it wrote a region), validated; in `auto` a refusal
+    says too that the merge was not trusted."""
     req = plan.request
     original = req.initial_code
     text = finish(job, answer, original)
@@ -366,6 +321,10 @@ def _model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats
         problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.generated_tokens} "
                                    f"tokens (max_tokens {job.max_tokens}) before the end of the file"))
     validation = Validation.of(problems)
+    if req.mode == "auto" and not validation.ok and plan.merge is not None:
+        # Neither path is trusted: a refusal with the model's reasons and the merge's doubts.
+        validation = Validation.of([*validation.problems, Problem(
+            "merge_not_trusted", f"the deterministic merge was not used either: {plan.reason}", "warning")])
     out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started, max_tokens=job.max_tokens)
     return _result(original, text, req.path, validation, Usage.of(stats), out)
 

@@ -1,25 +1,24 @@
 """`POST /v1/apply`: the apply pipeline (`engine/apply/pipeline.py`) over HTTP.
 
-The body is `ApplyRequest`'s fields plus `stream`; the answer is `ApplyResult.as_dict()`:
-`{merged_code, diff, validation, usage, stats, readings, hunks}`. With `stream: true` the answer is SSE:
-`{"type": "delta", "text": ...}` events carry the model's raw output as it is written (the model
-path only; the raw output may be a region of the file and ends with the closing fence), then one
-`{"type": "result", ...}` event with the whole result, then `[DONE]`.
+The body is `ApplyRequest`'s fields plus `stream`; the answer is `ApplyResponse` (events.py,
+`ApplyResult.as_dict()`). With `stream: true` the answer is SSE: `{"type": "delta", "text": ...}`
+events carry the model's raw output as it is written (the model path only; the raw output may be
+a region of the file and ends with the closing fence), then one `{"type": "result", ...}` event
+with the whole result, then `[DONE]`.
 
-The pipeline is synchronous, so `ApplyRun` plans the request before any stream starts: the
-cheap limits (`engine/apply/limits.py`: sizes, and in model mode a file the context cannot hold),
-then `prepare` in the merge pool (workers.py: a worker process; a request the model need not
-serve is answered there whole), then `build_job` (the exact context check). Bad input fails
-there. The model path then runs `apply_edit` in a thread; progress crosses to the event loop
-through a queue. A client that hangs up sets the pipeline's cancel event and cancels the engine
-request directly, so its KV is freed at the next engine step.
+`HTTPApply` plans the request before any stream starts: the cheap limits (`engine/apply/limits.py`:
+sizes, and in model mode a file the context cannot hold), then `prepare` in the merge pool
+(workers.py: a worker process; a request the model need not serve is answered there whole), then
+`build_job` (the exact context check). Bad input fails there. The model path then runs as an
+`ApplyStream` (engine/apply/run.py) on the event loop. A client that hangs up cancels it, so the
+request's KV is freed at the next engine step.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
@@ -28,8 +27,9 @@ from fastapi.responses import Response
 from engine.apply import limits
 from engine.apply.errors import ApplyCancelled, ApplyError, ContextTooLongError, InputTooLargeError
 from engine.apply.model_path import build_job
-from engine.apply.pipeline import ApplyRequest, Plan, apply_edit
+from engine.apply.pipeline import ApplyRequest, Plan
 from engine.apply.result import ApplyResult
+from engine.apply.run import ApplyStream
 from engine.apply.text import BOM
 from engine.types import EngineUnavailable, RequestError
 from engine.server.events import APPLY_EVENTS, ApplyResponse
@@ -42,36 +42,17 @@ from engine.server.workers import Served, plan_apply
 ROUTE = "/v1/apply"
 router = APIRouter()
 
-_DONE = object()  # end of the worker's progress
 STREAM_EVENTS = ('{"type": "delta", "text"} with the model\'s raw output as it is written (the model path only), then '
                  '{"type": "result", merged_code, diff, validation, usage, stats, readings, hunks}; an error after the '
                  'stream started is {"type": "error", "error": {...}}')
 
 
-class _TrackedEngine:
-    """The service as the pipeline sees it, remembering the handle so a disconnect can cancel it."""
-
-    def __init__(self, service):
-        self.service = service
-        self.tokenizer = service.tokenizer
-        self.cfg = service.cfg
-        self.handle = None
-
-    def submit(self, request):
-        self.handle = self.service.submit(request)
-        return self.handle
-
-    def stream(self, handle):
-        return self.service.stream(handle)
-
-
-class ApplyRun:
+class HTTPApply:
     def __init__(self, state: ServerState, req: ApplyRequest, route: str = ROUTE):
         self.state = state
         self.req = req
         self.route = route
-        self.engine = _TrackedEngine(state.service)
-        self.cancel_event = threading.Event()
+        self.stream: ApplyStream | None = None
         self.plan = self.job = None
         self.result: ApplyResult | None = None
         self.body: bytes | None = None  # the result's JSON, when the merge pool served it whole
@@ -124,7 +105,6 @@ class ApplyRun:
     def _build_job(self):
         limits.check_context(self.req, self.state.tokenizer, self.state.context_limit)
         return build_job(self.plan, self.state.tokenizer, self.state.context_limit,
-                         self.req.form, self.req.max_tokens, self.req.use_prediction,
                          default_cap=self.state.settings.max_tokens_limit or None)
 
     async def deltas(self) -> AsyncIterator[str]:
@@ -132,35 +112,25 @@ class ApplyRun:
         if self.result is not None:  # served by the merge pool
             self.record()
             return
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-
-        def work():
-            try:
-                return apply_edit(self.engine, self.req, lambda p: loop.call_soon_threadsafe(queue.put_nowait, p.text),
-                                  self.cancel_event, plan=self.plan, job=self.job)
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
-
-        task = asyncio.ensure_future(offload(work))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when abandoned
+        self.stream = ApplyStream(self.state.service, self.req, plan=self.plan, job=self.job)
         self.state.running.add(self)
         try:
-            while (text := await queue.get()) is not _DONE:
-                if text:
-                    yield text
-            try:
-                self.result = await task
-            except (ApplyError, RequestError) as exc:
-                raise apply_error(exc) from None
-            except ApplyCancelled:
-                if self.stopped:
-                    raise shutting_down(self.state.settings.retry_after_s) from None
-                self.disconnected = True
-            except EngineUnavailable as exc:
-                raise unavailable(exc, self.state.settings.retry_after_s) from None
-            except RuntimeError as exc:
-                raise APIError(500, f"the apply failed: {exc}") from None
+            async with aclosing(aiter(self.stream)) as items:
+                async for item in items:
+                    if isinstance(item, ApplyResult):
+                        self.result = item
+                    elif item.text:
+                        yield item.text
+        except (ApplyError, RequestError) as exc:
+            raise apply_error(exc) from None
+        except ApplyCancelled:
+            if self.stopped:
+                raise shutting_down(self.state.settings.retry_after_s) from None
+            self.disconnected = True
+        except EngineUnavailable as exc:
+            raise unavailable(exc, self.state.settings.retry_after_s) from None
+        except RuntimeError as exc:
+            raise APIError(500, f"the apply failed: {exc}") from None
         finally:
             self.state.running.discard(self)
             if self.result is None:
@@ -179,9 +149,8 @@ class ApplyRun:
 
     def cancel(self) -> None:
         self.disconnected = True
-        self.cancel_event.set()
-        if self.engine.handle is not None:
-            self.state.service.cancel(self.engine.handle)
+        if self.stream is not None:
+            self.stream.cancel()
 
     def record(self) -> None:
         if self.result is None:
@@ -232,7 +201,7 @@ def build_request(body: ApplyRequestBody, state: ServerState) -> ApplyRequest:
 async def apply(body: ApplyRequestBody, http: HTTPRequest):
     state = get_state(http)
     state.check_model(body.model)
-    run = ApplyRun(state, build_request(body, state))
+    run = HTTPApply(state, build_request(body, state))
     await run.prepare(http)
     if run.disconnected:
         run.record()
@@ -246,7 +215,7 @@ async def apply(body: ApplyRequestBody, http: HTTPRequest):
     return SSEResponse(_events(run))
 
 
-def _events(run: ApplyRun):
+def _events(run: HTTPApply):
     return sse_events(run.deltas(), lambda text: {"type": "delta", "text": text},
                       lambda: [{"type": "result", **run.result.as_dict()}] if run.result is not None else [],
                       lambda exc: {"type": "error", **exc.body()})

@@ -32,7 +32,7 @@ from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
 from engine.apply.text import BOM
 from engine.types import Request, SamplingParams
-from engine.server.apply import ApplyRun, apply_error, refused
+from engine.server.apply import HTTPApply, apply_error, refused
 from engine.server.events import CHAT_EVENTS
 from engine.server.errors import APIError
 from engine.server.generation import Generation, SSEResponse, public_stats, sse_events, stops_of, usage
@@ -145,7 +145,7 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
                            instruction=(form["instruction"] or "").strip() or None, max_tokens=max_tokens)
     except ApplyError as exc:
         raise apply_error(exc) from None
-    run = ApplyRun(state, req, ROUTE)
+    run = HTTPApply(state, req, ROUTE)
     await run.prepare(http)
     if run.disconnected:
         run.record()
@@ -165,7 +165,7 @@ async def _chat_apply(state: ServerState, body: ChatCompletionRequest, http: HTT
     return reply.completion(result.merged_code, "stop", usage(result.engine_stats()), result.stats.as_dict())
 
 
-def _stream_apply(reply: Reply, run: ApplyRun, include_usage: bool):
+def _stream_apply(reply: Reply, run: HTTPApply, include_usage: bool):
     """The merged file as one content chunk once it is known (the model's raw answer may be a
     region of the file)."""
     def end() -> list[dict] | None:

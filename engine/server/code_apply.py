@@ -19,7 +19,7 @@ from pydantic import Field
 from engine.apply.errors import ApplyError
 from engine.apply.pipeline import ApplyRequest
 from engine.apply.text import BOM
-from engine.server.apply import ApplyRun, apply_error, refused
+from engine.server.apply import HTTPApply, apply_error, refused
 from engine.server.errors import APIError
 from engine.server.generation import usage
 from engine.server.schemas import ERRORS, Body, ModelName, Text
@@ -48,7 +48,7 @@ async def code_apply(body: CodeApplyBody, http: HTTPRequest):
                            instruction=body.instruction)
     except ApplyError as exc:
         raise apply_error(exc) from None
-    run = ApplyRun(state, req, ROUTE)
+    run = HTTPApply(state, req, ROUTE)
     await run.prepare(http)
     if run.disconnected:
         run.record()

@@ -33,7 +33,7 @@ class ServerState:
     merges: MergePool
     created: int = field(default_factory=lambda: int(time.time()))
     draining: bool = False
-    running: set = field(default_factory=set)  # the Generations and ApplyRuns in flight (stop_for_shutdown)
+    running: set = field(default_factory=set)  # the Generations and HTTPApply runs in flight (stop_for_shutdown)
 
     def drain(self) -> None:
         """The server is stopping: refuse new work, and end what runs now (each answers 503)."""

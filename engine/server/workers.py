@@ -31,7 +31,7 @@ or waiting for a worker); one more is refused at once with 503 and Retry-After. 
 queue is bounded apart (`ServerState.check_capacity`), so a flood of one kind of request cannot
 fill the other's queue. A worker that dies (killed, out of memory) is replaced and its request
 tried once more on another; a request that kills two gets a 500. A merge whose caller is
-cancelled (its client hung up: `ApplyRun.prepare`) gets `ABANDON_S` to end, its answer dropped;
+cancelled (its client hung up: `HTTPApply.prepare`) gets `ABANDON_S` to end, its answer dropped;
 one that runs on is killed and its worker replaced, so no lane stays held for nobody.
 `workers` 0 runs merges in the server's thread pool instead (no processes: for platforms without
 them, and to measure what the processes buy).
@@ -52,7 +52,8 @@ from multiprocessing import get_context
 
 from starlette.concurrency import run_in_threadpool
 
-from engine.apply.pipeline import ApplyRequest, Plan, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, Plan, prepare
+from engine.apply.run import apply_edit
 from engine.apply.result import ApplyResult
 from engine.server.errors import APIError
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import apply_edit
 from tests.test_cli import OLD, editapply, snippet_file
 
 MESSY = Path(__file__).resolve().parents[2] / "bench" / "data" / "dev_messy.jsonl"

@@ -115,7 +115,8 @@ def test_auto_takes_every_merge_deterministic_mode_would_return(dev_cases, name)
     """`auto` is never worse than the merge alone: wherever deterministic mode returns a result
     that validates, `auto` plans no model and returns the same text; wherever the snippet is
     ambiguous, `auto` ranks exactly the readings deterministic mode would offer."""
-    from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+    from engine.apply.pipeline import ApplyRequest, prepare
+    from engine.apply.run import apply_edit
 
     path = {"dev": None, "dev_messy": MESSY, "dev_hard": HARD}[name]
     cases = dev_cases if path is None else [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

@@ -9,6 +9,8 @@ splicing, line endings) is checked exactly on real dev-set files.
 
 from __future__ import annotations
 
+import asyncio
+
 import threading
 from types import SimpleNamespace
 
@@ -20,7 +22,8 @@ from engine.apply.errors import (
     MarkerOnlySnippetError, NeedsModelError, NoMatchError,
 )
 from engine.apply.model_path import build_job, restore_endings, uncertain_window
-from engine.apply.pipeline import ApplyRequest, apply_edit, iter_apply, prepare
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import ApplyStream, apply_edit
 from engine.apply.result import ApplyResult, Progress
 from engine.apply.targets import find_region
 from engine.config import EngineConfig
@@ -51,9 +54,13 @@ class EchoEngine:
         self.requests = []
         self.answer = answer
 
-    def submit(self, request):
+    def submit(self, request, loop=None):
         self.requests.append(request)
         return request
+
+    async def astream(self, request):
+        for event in self.stream(request):
+            yield event
 
     def stream(self, request):
         ids = request.sources["prediction"]
@@ -136,7 +143,7 @@ def test_auto_sends_a_snippet_the_merge_cannot_place_to_the_model(shapes_py, ser
     assert committed in (u["completion_tokens"], u["completion_tokens"] - 1)
     assert sum(s["accepted_per_step_hist"].values()) == s["steps"] > 0
     assert u["accepted_prediction_tokens"] + u["rejected_prediction_tokens"] == s["drafted"]
-    assert u["prompt_tokens"] == len(build_job(plan, service.tokenizer, 1536, "draft").request.prompt_ids)
+    assert u["prompt_tokens"] == len(build_job(plan, service.tokenizer, 1536).request.prompt_ids)
     # 24 tokens cannot hold the file, so the model's answer fails validation; `auto` then refuses:
     # the merge it did not trust is no answer either, and it says why.
     assert s["path"] == "model" and not result.ok
@@ -156,8 +163,8 @@ def test_model_mode_always_runs_the_model_and_reports_validation(shapes_py, serv
 
 @pytest.mark.parametrize("form", ["rewrite", "draft"])
 def test_both_prompt_forms_predict_the_merge(shapes_py, tokenizer, form):
-    plan = prepare(ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model"))
-    job = build_job(plan, tokenizer, 4096, form)
+    plan = prepare(ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model", prompt_form=form))
+    job = build_job(plan, tokenizer, 4096)
     rendered = tokenizer.decode(job.request.prompt_ids, skip_special=False)
     assert ("<draft>" in rendered) == (form == "draft")
     assert list(job.request.sources) == ["prediction", "original", "snippet"]
@@ -405,10 +412,15 @@ def test_cancel_event_stops_the_generation_and_frees_its_blocks(shapes_py, servi
 
 def test_closing_the_stream_cancels_the_generation(shapes_py, service):
     free = service.engine.kv.allocator.num_free
-    stream = iter_apply(service, ApplyRequest(shapes_py, UNPLACED, path="shapes.py", max_tokens=200))
-    first = next(stream)
+
+    async def first_then_close():
+        stream = aiter(ApplyStream(service, ApplyRequest(shapes_py, UNPLACED, path="shapes.py", max_tokens=200)))
+        first = await anext(stream)
+        await stream.aclose()
+        return first
+
+    first = asyncio.run(first_then_close())
     assert isinstance(first, Progress) and first.tokens >= 1
-    stream.close()
     wait_until(lambda: service.engine.kv.allocator.num_free == free and not service.engine.running)
 
 
@@ -459,3 +471,19 @@ def test_a_model_result_is_held_to_what_the_merge_is_sure_of_and_to_the_snippet(
     assert prepare(req).needs_model
     result = apply_edit(EchoEngine(tokenizer, answer=answer), req)
     assert not result.ok and problem in result.validation.names, result.validation.names
+
+
+def test_a_run_cancelled_before_its_first_token_submits_nothing(shapes_py, tokenizer):
+    """`ApplyStream.cancel()` before the engine took the request (the language server's cancel
+    button during the merge): the iteration raises ApplyCancelled and nothing reaches the engine."""
+    engine = EchoEngine(tokenizer)
+    run = ApplyStream(engine, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model"))
+    run.cancel()
+
+    async def drain():
+        async for _ in run:
+            pass
+
+    with pytest.raises(ApplyCancelled):
+        asyncio.run(drain())
+    assert engine.requests == []

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.apply.pipeline import ApplyRequest
+from engine.apply.run import apply_edit
 from engine.apply.ranking import MARGIN, Ranking, Scored
 from engine.apply.readings import explore
 from engine.tokenizer import Tokenizer
@@ -146,7 +147,7 @@ class ScoringEngine:
         self.tokenizer, self.with_pass, self.without = tokenizer, with_pass, without
         self.cfg = type("Cfg", (), {"max_model_len": 1 << 16})()
 
-    def submit(self, request):
+    def submit(self, request, loop=None):
         return request
 
     def stream(self, request):

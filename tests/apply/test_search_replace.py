@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import apply_edit
 from engine.apply.search_replace import SearchBlockError, apply_blocks, blocks, looks_like_search_replace
 
 FILE = "import os\n\n\ndef load(path):\n    with open(path) as f:\n        return f.read()\n\n\n" \

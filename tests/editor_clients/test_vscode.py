@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.apply.pipeline import ApplyRequest, apply_edit, prepare
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import apply_edit
 from tests.conftest import CI_MODEL
 from tests.editor_clients.conftest import (CHROMIUM, CLIENTS, EDITAPPLY, HERE, dev_case, free_port, keep_screenshot,
                                            require)

@@ -18,7 +18,8 @@ import time
 import httpx
 import pytest
 
-from engine.apply.pipeline import ApplyRequest, apply_edit
+from engine.apply.pipeline import ApplyRequest
+from engine.apply.run import apply_edit
 from engine.types import Request, SamplingParams
 from tests.conftest import swap_tokens
 from tests.vllm.conftest import CI_MODEL, dev_case, model_request, start_serve, stop_serve, vllm_metric, vllm_running

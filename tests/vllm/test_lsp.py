@@ -8,7 +8,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from engine.apply.pipeline import apply_edit
+from engine.apply.run import apply_edit
 from tests.lsp.conftest import CI_ENGINE_ENV, initialize, server_config
 from tests.vllm.conftest import CI_MODEL, dev_case, model_request
 
