@@ -1,9 +1,15 @@
 """EngineConfig from the environment (engine/config.py, engine/env_settings.py): each field one
 EDITAPPLY_* variable, its bounds checked, a bad value named in one line."""
 
+from pathlib import Path
+
 import pytest
 
 from engine.config import EngineConfig
+from engine.env_settings import variable
+from engine.server.settings import ServerSettings
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_variables_land_in_their_fields():
@@ -83,6 +89,13 @@ def test_frozen_and_copied():
     with pytest.raises(ValueError):
         cfg.max_model_len = 5
     assert cfg.for_model(8192).max_model_len == 8192 and cfg.max_model_len == 0
+
+
+def test_the_readme_lists_every_variable():
+    readme = README.read_text(encoding="utf-8")
+    for model in (EngineConfig, ServerSettings):
+        for name in model.model_fields:
+            assert f"`{variable(name)}`" in readme, f"README.md does not list {variable(name)} ({model.__name__}.{name})"
 
 
 def test_the_cli_exits_2_naming_the_variable(tmp_path, monkeypatch, capsys):
