@@ -35,7 +35,7 @@ def test_context_over_the_models_is_refused(ci_model_dir):
         config_for(cfg)
     with pytest.raises(ValueError, match="over the model's context"):
         LLMEngine(cfg)
-    with pytest.raises(ValueError, match="max_model_len must be positive"):
+    with pytest.raises(ValueError, match="max_model_len=-1: input should be greater than or equal to 0"):
         EngineConfig(max_model_len=-1)
 
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import replace
 
 import torch
 
@@ -96,8 +95,8 @@ class DraftModel:
     def __init__(self, cfg: EngineConfig, name: str, target_tokenizer, target_vocab: int):
         # Its own cache for as many sequences as the target runs; int4 has no graphs, so the
         # draft keeps a plain cache of the model's dtype.
-        dcfg = replace(cfg, model=name, int8_head=False,
-                       kv_dtype="auto" if cfg.kv_dtype == "int4" else cfg.kv_dtype)
+        dcfg = cfg.model_copy(update={"model": name, "int8_head": False,
+                                      "kv_dtype": "auto" if cfg.kv_dtype == "int4" else cfg.kv_dtype})
         self.runner = ModelRunner(dcfg)
         self.cfg = self.runner.cfg
         if self.runner.tokenizer.encode(TOKENIZER_PROBE) != target_tokenizer.encode(TOKENIZER_PROBE):
