@@ -118,7 +118,7 @@ class DecodeChain:
     computed on the GPU from the step before, then one read of the n tokens (`decode`). Captured as
     a CUDA graph of one step (`capture`), the n - 1 replays run back to back with no host round trip
     between them: a 0.5B draft token on the H200 costs its GPU time (1.05-1.09 ms), not that plus
-    the host's staging and read-back of a step (1.15-1.34 ms; bench/RESULTS.md, "Draft tokens fed
+    the host's staging and read-back of a step (1.15-1.34 ms; bench/HISTORY.md, "Draft tokens fed
     back on the device").
 
     Its inputs, staged from the host in one copy (`stage`): each row's position after its feed's
@@ -228,7 +228,7 @@ class GraphRunner:
         # bakes in the one of the stream it was captured on: graphs of two runners captured on one
         # stream (torch.cuda.graph's default) share it. Replayed at once on two streams (the draft
         # model drafting beside the target, engine/speculative/hybrid.py), the 1.5B's and the 0.5B's
-        # graphs so captured hung the H200 (bench/RESULTS.md, "drafting ahead").
+        # graphs so captured hung the H200 (bench/HISTORY.md, "drafting ahead").
         self.capture_stream = torch.cuda.Stream(runner.device)
         scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
         max_width = -(-(runner.cfg.max_model_len + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP

@@ -103,7 +103,7 @@ def freeze_loaded_objects() -> None:
     objects) out of the cyclic garbage collector's reach, once per process. A full collection
     otherwise walks all of it (~80 ms on a 2-core CPU), and the objects a busy engine makes per
     step trigger one every ~100-150 steps: on the H200 the hybrid drafter's verify steps paid ~200
-    us each for it on average (bench/RESULTS.md, "Draft heads, round two"). vLLM freezes after its
+    us each for it on average (bench/HISTORY.md, "Draft heads, round two"). vLLM freezes after its
     start-up too. Unfrozen at exit, so that the final collection still sees them (extension
     modules count what it frees)."""
     if gc.get_freeze_count() == 0:

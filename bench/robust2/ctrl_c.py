@@ -1,4 +1,4 @@
-"""Ctrl-C while the model writes (issue 31, item 9; bench/RESULTS.md, "Robustness, second round").
+"""Ctrl-C while the model writes (issue 31, item 9; bench/HISTORY.md, "Robustness, second round").
 
     python bench/robust2/ctrl_c.py TREE RUNS SEED     (LO, HI: the interrupt's delay range, seconds)
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Concurrent `editapply apply --write` runs on one file (issue 31, item 3; bench/RESULTS.md,
+# Concurrent `editapply apply --write` runs on one file (issue 31, item 3; bench/HISTORY.md,
 # "Robustness, second round"): WRITERS writers, each editing its own function, ROUNDS rounds.
 # Prints each writer's exit code / whether its edit is in the file, and the edits lost.
 #   bench/robust2/race_write.sh TREE WRITERS ROUNDS

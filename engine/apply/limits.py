@@ -7,7 +7,7 @@ refused it, stalling the server meanwhile.
 * `check(req)`, first thing in `pipeline.prepare` (so in every front end): a request that asks
   for nothing (no snippet, no instruction), and a text over `LIMITS` in bytes or lines. The
   bounds keep the deterministic merge bounded, since its cost grows with both texts (about
-  linearly: `python -m bench.merge_scale`; bench/RESULTS.md, "Robustness, second round", item 1).
+  linearly: `python -m bench.merge_scale`; bench/HISTORY.md, "Robustness, second round", item 1).
   On the 2-core CI machine a whole-file answer of 16,000 lines merges in 0.3-0.9 s and one of
   50,000 lines of repeated code (every line matching in thousands of places) in ~1.2 s.
   No model context holds a file near the limits either (50,000 lines are some 500,000 tokens),

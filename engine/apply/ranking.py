@@ -28,7 +28,7 @@ from prompts.apply import build_apply_prompt
 # A reading is taken when its log-probability leads the next one's by this many nats (e^10, about
 # 22,000 to 1); nearer readings are a refusal with them all. Calibrated on the dev sets (dev,
 # dev_messy, dev_hard) with both presets on the H200: the model put a wrong reading first by up
-# to 8.6 nats where the right one was offered, never by more; bench/RESULTS.md, "Apply you can
+# to 8.6 nats where the right one was offered, never by more; bench/HISTORY.md, "Apply you can
 # trust", has the table by margin band.
 MARGIN = 10.0
 CONTEXT = 3  # lines of the readings' shared text shown on each side of the stretch they differ in

@@ -13,7 +13,7 @@ engine thread and torch's thread pools), and runs at a lower CPU priority (`NICE
 cores are few the engine's threads get the CPU first and merges take what is left.
 
 What stays in the server's interpreter is kept small, since every microsecond of it holds the GIL
-the engine thread needs (bench/RESULTS.md, "Robustness, second round"): each worker is one
+the engine thread needs (bench/HISTORY.md, "Robustness, second round"): each worker is one
 socket pair that the event loop reads and writes itself (asyncio streams, in the wire format of
 `multiprocessing.Connection`, which the worker speaks), with no executor threads handing work
 across (a `ProcessPoolExecutor` adds a manager thread and a feeder thread, and a wake-up write
@@ -23,7 +23,7 @@ encoded in the worker and sent as it is.
 Two lanes, so a small merge never waits behind a long one: a request whose file or snippet has
 more than `HEAVY_LINES` lines runs in the heavy lane (`HEAVY_WORKERS` processes), any other in the
 light lane (`settings.merge_workers`). A 2,000-line text merges in under ~0.1 s on the 2-core CI
-machine and a 50,000-line one takes up to ~1.2 s (bench/RESULTS.md, "Robustness, second round",
+machine and a 50,000-line one takes up to ~1.2 s (bench/HISTORY.md, "Robustness, second round",
 item 1), so a tiny apply beside a huge one waits at most for the light merges ahead of it.
 
 Admission, per kind of work: at most `workers + settings.merge_queue` merges in flight (running
