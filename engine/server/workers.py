@@ -194,11 +194,11 @@ class _Lane:
         self._idle.put_nowait(worker)
 
     def _replace(self, dead: _Worker, wait_s: float = STOP_S) -> _Worker:
+        fresh = _Worker(self._ctx)  # in the lane before the dead one goes: a lane always lists live workers
+        self.workers = [fresh if w is dead else w for w in self.workers]
         dead.close()
         # Reaped apart (waitpid holds no GIL).
         threading.Thread(target=dead.stop, args=(wait_s,), daemon=True, name="editapply-merge-reaper").start()
-        fresh = _Worker(self._ctx)
-        self.workers = [fresh if w is dead else w for w in self.workers]
         return fresh
 
     def close(self) -> None:
