@@ -234,6 +234,11 @@ def _choose(mode: str, trusted: bool, why: str) -> tuple[str, str]:
     return ("deterministic" if trusted else "model"), f"auto: {why}"
 
 
+def model_writes(plan: Plan, engine) -> bool:
+    """Whether the model writes the file (run.py streams it); else `settle` answers."""
+    return plan.path == "model" and engine is not None
+
+
 def settle(plan: Plan, engine) -> ApplyResult | None:
     """The result of a request the model does not write: the merge's own, the reading the model
     ranks first (a short scoring pass on `engine`), or a refusal where no engine can serve it;

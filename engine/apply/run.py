@@ -24,7 +24,7 @@ from contextlib import aclosing
 
 from engine.apply.errors import ApplyCancelled
 from engine.apply.model_path import ModelJob, build_job
-from engine.apply.pipeline import ApplyRequest, Plan, model_result, prepare, settle
+from engine.apply.pipeline import ApplyRequest, Plan, model_result, model_writes, prepare, settle
 from engine.apply.result import ApplyResult, Progress
 from engine.types import GenerationStats
 
@@ -49,8 +49,8 @@ class ApplyStream:
     async def _run(self) -> AsyncIterator[Progress | ApplyResult]:
         req, engine = self.req, self.engine
         plan = self.plan or await asyncio.to_thread(prepare, req)
-        if (result := await asyncio.to_thread(settle, plan, engine)) is not None:
-            yield result
+        if not model_writes(plan, engine):
+            yield await asyncio.to_thread(settle, plan, engine)
             return
         job = self.job or await asyncio.to_thread(build_job, plan, engine.tokenizer, engine.cfg.max_model_len)
         if self.cancelled:
@@ -91,8 +91,8 @@ def apply_edit(engine, req: ApplyRequest, on_progress: Callable[[Progress], None
     thread) cancels the generation and raises ApplyCancelled. A request the model does not write
     needs no event loop."""
     plan = plan or prepare(req)
-    if (result := settle(plan, engine)) is not None:
-        return result
+    if not model_writes(plan, engine):
+        return settle(plan, engine)
     run = ApplyStream(engine, req, plan=plan, job=job)
 
     def progress(p: Progress) -> None:
