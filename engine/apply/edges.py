@@ -249,11 +249,18 @@ def doc_block(lines, at: int, step: int, limit: int | None = None) -> int:
     return n
 
 
+_EXIT = re.compile(r"^\s*(return|raise|throw)\b")
+
+
 def _same_setting(a: str, b: str) -> bool:
-    """Whether `a` and `b` set the same name (`x1 = 'one'` and `x1 = 1`): a changed value, however
-    little of the line is left (short lines keep few characters)."""
+    """Whether `a` and `b` set the same thing: the same name (`x1 = 'one'` and `x1 = 1`), or the
+    value a block exits with (`return 'new'` and `return 0`). A changed value, however little of
+    the line is left (short lines keep few characters); kept beside it, one of the two is dead."""
     ours = setting(a)
-    return ours is not None and ours[:2] == (setting(b) or ())[:2]
+    if ours is not None:
+        return ours[:2] == (setting(b) or ())[:2]
+    exits = _EXIT.match(a)
+    return exits is not None and (theirs := _EXIT.match(b)) is not None and exits[1] == theirs[1]
 
 
 def _elsewhere(a: str, b: str, index: OriginalIndex) -> bool:

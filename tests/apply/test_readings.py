@@ -229,3 +229,12 @@ def test_a_merge_whose_only_reading_leaves_dead_code_is_refused(original, snippe
     runs, which neither the file nor the snippet had, so not a result (refused, never valid)."""
     result = apply_edit(None, ApplyRequest(original, snippet, path="a.py", mode="deterministic"))
     assert not result.ok and "dead_code" in result.validation.names
+
+
+def test_a_changed_return_value_replaces_the_return_however_short():
+    """`return 'new a'` under the anchor `def a():` changes `return 0`; kept beside it, the old
+    return would never run (that merge was valid at confidence 1.0 before)."""
+    original = "def a():\n    return 0\n\n\ndef b():\n    return 1\n"
+    snippet = "# ... existing code ...\ndef a():\n    return 'new a'\n# ... existing code ...\n"
+    result = apply_edit(None, ApplyRequest(original, snippet, path="t.py", mode="deterministic"))
+    assert result.ok and result.merged_code == original.replace("return 0", "return 'new a'")
