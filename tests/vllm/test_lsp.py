@@ -8,7 +8,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from engine.apply.run import apply_edit
+from engine.apply.run import ApplyStream, run_apply
 from tests.lsp.conftest import CI_ENGINE_ENV, initialize, server_config
 from tests.vllm.conftest import CI_MODEL, dev_case, model_request
 
@@ -29,7 +29,7 @@ async def test_a_model_apply_runs_on_vllm(client: LanguageClient, ours, vllm):
     path = client.root / "ext_init.py"
     path.write_text(case["original"], encoding="utf-8")
     uri = editor.open(path, case["original"])
-    reference = apply_edit(ours, model_request(case))
+    reference = await run_apply(ApplyStream(ours, model_request(case)))
     result = await editor.execute("editapply.preview", {"uri": uri, "snippet": case["update_snippet"], "mode": "model"})
     assert result["stats"]["path"] == "model" and result["merged"] == reference.merged_code
     assert result["usage"]["completion_tokens"] == reference.usage.completion_tokens
