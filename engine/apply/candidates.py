@@ -17,12 +17,15 @@ is no candidate (`_drops_unshown`). Choosing among them, with the other segments
 from __future__ import annotations
 
 import bisect
+import functools
+import re
 from dataclasses import dataclass, replace
 
 from engine.apply.anchor import (
     EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, line_weight,
     new_definition_rows, new_definitions, normalize,
 )
+from engine.apply.languages import parse_tree
 from engine.apply.scope import construct_end
 from engine.apply.text import line_matcher
 
@@ -182,6 +185,26 @@ def _drops_unshown(c: Candidate, index: OriginalIndex, ours: set[str], keys: set
     return any(key and key not in keys for key in index.defines[c.start : c.end])
 
 
+def _beheads(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, keys: set[str], ends) -> bool:
+    """Whether the span drops a definition's first line but keeps its end: `def post_dump` and the
+    head of its docstring gone, the docstring's last lines kept as if they were the function's
+    above (a new `.. versionchanged::` line matched in the wrong docstring). A deleted definition
+    goes whole; its first line alone goes only where the segment writes a line in its place that
+    defines something or names it (a rename, `self.default = self.defaults = function`).
+    `ends(row)` is `construct_end` of an original row."""
+    if c.head is c.tail:
+        return False
+    written = " ".join(seg[c.head.seg_end : c.tail.seg_start])
+    if any(definition(line) for line in seg[c.head.seg_end : c.tail.seg_start]):
+        return False
+    for p in range(c.head.orig_end, c.tail.orig_start):
+        key = index.defines[p]
+        if key and key not in keys and not re.search(rf"\b{re.escape(key.split()[-1])}\b", written) \
+                and (end := ends(p)) is not None and end >= c.end:
+            return True
+    return False
+
+
 def _singles(blocks: list[Block]) -> list[Block]:
     """Blocks to offer alone (the rest of the segment inserted): all of them, or when there are
     many, the heaviest NEAREST * 4."""
@@ -208,8 +231,11 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
         tails = [t for t in tails if any(w > TRIVIAL_WEIGHT for w in t.weights)] + closing
     ours = {normalize(line) for line in seg}
     keys = {key for line in seg if (key := definition(line))}
+    tree = functools.cache(lambda: parse_tree(index.text, index.language) if index.text is not None else None)
+    ends = functools.cache(lambda row: tree() and construct_end(index.text, index.lines, index.language, row, tree()))
     found = [c for h, t in _pairings(heads, tails)
-             if (c := pair(h, t)) is not None and not _drops_unshown(c, index, ours, keys, fragment)]
+             if (c := pair(h, t)) is not None and not _drops_unshown(c, index, ours, keys, fragment)
+             and not _beheads(c, seg, index, keys, ends)]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
     # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say
     # nothing about where the segment goes when lines outside it anchor.

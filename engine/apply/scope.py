@@ -51,11 +51,11 @@ def open_constructs(original: str, lines, language: str | None, span_start: int,
     return found
 
 
-def construct_end(original: str, lines, language: str | None, row: int) -> int | None:
+def construct_end(original: str, lines, language: str | None, row: int, tree=None) -> int | None:
     """The last row of the outermost construct that starts at original row `row` (where its
     first character is) and runs past it: `inherits(A, B, {` -> the row of its `});`. None
-    without a grammar or such a construct."""
-    tree = parse_tree(original, language)
+    without a grammar or such a construct. `tree`: the original's, when the caller has it."""
+    tree = tree or parse_tree(original, language)
     if tree is None or not lines[row].strip():
         return None
     column = len(indent_of(lines[row]).encode("utf-8"))

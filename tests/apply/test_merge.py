@@ -322,6 +322,22 @@ def test_new_last_lines_of_a_function_shown_from_its_header_replace_its_old_endi
     assert original.replace('"""Parse."""\n    return eval(s)', '"""Parse a string; new words."""') in texts
 
 
+def test_a_new_docstring_line_found_in_the_next_function_does_not_delete_that_function():
+    # The new `.. versionchanged::` line equals a line of `post_dump`'s docstring: anchored there,
+    # the merge dropped `pre_dump`'s return and `post_dump`'s header and kept the rest of
+    # `post_dump` as `pre_dump`'s (wrong but valid). A definition goes whole or not at all.
+    def hook(name, extra=""):
+        return (f'def {name}(fn=None, pass_many=False):\n    """Register a method to invoke around {name}.\n\n'
+                f'    By default, receives a single object at a time.{extra}\n    """\n'
+                f'    return set_hook(fn, ({name.upper()}, pass_many))\n')
+    changed = "\n\n    .. versionchanged:: 3.0.0\n        ``partial`` and ``many`` are always passed as keyword arguments."
+    original = "\n\n".join([hook("pre_dump"), hook("post_dump", changed), hook("pre_load"), hook("post_load", changed)])
+    new = "\n\n    .. versionchanged:: 3.0.0\n        ``many`` is always passed as a keyword argument."
+    snippet = "# ... existing code\n" + hook("pre_dump", new).rsplit("    return", 1)[0] + "    # ... existing code\n"
+    found = explore(original, snippet, "python")
+    assert found.result.ok and found.result.text == original.replace(hook("pre_dump"), hook("pre_dump", new))
+
+
 def test_a_changed_line_below_a_unique_header_is_not_matched_to_its_twin_elsewhere():
     # `return x + 1` equals a line of `f1`, but the snippet's `def f100` says where it is.
     original = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(200))
