@@ -194,8 +194,9 @@ def extend(lines, index, at, orig, limit, step, similar: bool = True, past_blank
         # A definition's doc comment (above it) or docstring (below it) is one thing: a
         # different one in the snippet replaces the original's whole, however long each is
         # (also when the anchor took its last lines, the same in both).
+        # Both at one depth: their first lines (a Javadoc's ` */` is one space in).
         ours, theirs = doc_block(lines, at, step), doc_block(index.lines, orig, step, limit)
-        if ours and theirs and indent_of(lines[at if step > 0 else at - 1]) == indent_of(index.lines[orig if step > 0 else orig - 1]):
+        if ours and theirs and indent_of(lines[at if step > 0 else at - ours]) == indent_of(index.lines[orig if step > 0 else orig - theirs]):
             return at + step * ours, orig + step * theirs, False
     while True:
         s, o = (at - 1, orig - 1) if step < 0 else (at, orig)

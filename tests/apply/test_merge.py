@@ -305,6 +305,16 @@ def test_a_reworded_docstring_next_to_a_marker_replaces_the_old_one(shapes_py):
     assert result.text == shapes_py.replace('"""A rectangle."""', '"""A rectangle, or a square."""')
 
 
+def test_a_new_javadoc_above_a_class_replaces_its_old_comment():
+    # The Javadoc's ` */` is one space in, the old `// TODO` is not: the comments are still at
+    # one depth (their first lines), so the new one replaces the old, not stacks on it.
+    original = ("package a;\n\nimport java.util.Map;\n\n/** Writes a graph. */\n// TODO: proper documentation\n"
+                "public final class Graph {\n  private int n;\n}\n")
+    doc = "/**\n * A builder for graphs.\n *\n * <p>Cycles are allowed.\n */\n"
+    result = merge(original, f"// ...\n{doc}public final class Graph {{\n// ...\n", "java")
+    assert result.text == original.replace("/** Writes a graph. */\n// TODO: proper documentation\n", doc)
+
+
 def test_new_last_lines_of_a_function_shown_from_its_header_replace_its_old_ending():
     # No marker after the snippet, and it shows `loads` from its header: its new return line
     # replaces the old one (the end of the file), it is not inserted beside it.
