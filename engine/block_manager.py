@@ -13,6 +13,7 @@ prompt token is always recomputed in a private block (it must produce the first 
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from hashlib import blake2b
 
@@ -28,7 +29,7 @@ def chain_hash(prev: bytes, tokens: list[int] | tuple[int, ...]) -> bytes:
     the same tokens after a different prefix are a different block.
     """
     h = blake2b(prev, digest_size=16)
-    h.update(b",".join(str(t).encode() for t in tokens))
+    h.update(array("q", tokens).tobytes())  # 8 bytes a token: an array's bytes, not a string per token
     return h.digest()
 
 

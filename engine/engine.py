@@ -202,7 +202,7 @@ class LLMEngine:
             raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv.num_blocks * self.kv.block_size} tokens)",
                                "context_length_exceeded")
         vocab = self.runner.model_config.vocab_size
-        if any(not 0 <= t < vocab for t in request.prompt_ids):
+        if request.prompt_ids and not (0 <= min(request.prompt_ids) and max(request.prompt_ids) < vocab):
             raise RequestError(f"prompt has token ids outside the vocabulary [0, {vocab})")
         k = request.verify_tokens or self.cfg.verify_tokens
         if not 1 <= k <= 64:

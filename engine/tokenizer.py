@@ -108,23 +108,45 @@ class Tokenizer:
         )
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        """The chat prompt's ids: template text with its special tokens, contents as plain text."""
+        """The chat prompt's ids: template text with its special tokens, contents as plain text.
+
+        A content may be a list of strings, the message being their concatenation: a long piece
+        that comes back request after request (a RAG prompt's documents) is then tokenized once
+        (`encode_document`). The pieces' ids are joined only where the text's own tokenization
+        splits there too (`_joins`); elsewhere the message is tokenized whole."""
+        texts = [m.get("content") or "" for m in messages]
+        texts = [c if isinstance(c, str) else "".join(c) for c in texts]
         marked = [dict(m, content=f"\ue000{i}\ue001") for i, m in enumerate(messages)]
         text = self.apply_chat_template(marked, add_generation_prompt)
         parts = _MARK.split(text)
         if len(parts) != 2 * len(messages) + 1 or [int(p) for p in parts[1::2]] != list(range(len(messages))):
             # The template rewrote a content (trimmed it, say), so contents cannot be told from the
             # template here: encode the real rendering as a whole, special spellings included.
-            return self._with_bos(self.encode(self.apply_chat_template(messages, add_generation_prompt),
-                                              parse_special=True))
+            whole = [dict(m, content=t) for m, t in zip(messages, texts)]
+            return self._with_bos(self.encode(self.apply_chat_template(whole, add_generation_prompt), parse_special=True))
         ids: list[int] = []
         for j, part in enumerate(parts):
             if j % 2 == 0:
                 ids += self.encode(part, parse_special=True) if part else []
             else:
                 content = messages[int(part)].get("content") or ""
-                ids += self.encode(content) if content else []
+                ids += self._encode_pieces(content) if not isinstance(content, str) else self.encode(content) if content else []
         return self._with_bos(ids)
+
+    def _encode_pieces(self, pieces: list[str]) -> list[int]:
+        pieces = [p for p in pieces if p]
+        if all(self._joins(a, b) for a, b in zip(pieces, pieces[1:])):
+            return [t for p in pieces for t in self.encode_document(p)]
+        return self.encode("".join(pieces))
+
+    def _joins(self, a: str, b: str) -> bool:
+        """Whether `a + b` tokenizes as `a` then `b`: `a` ends a line and no token spans the join
+        of its last line and `b`'s first (byte-level BPE splits words from the newlines before
+        them; a tokenizer that prefixes a piece with a space would not)."""
+        if not a.endswith("\n"):
+            return False
+        tail, head = a[a.rfind("\n", 0, len(a) - 1) + 1 :], b.split("\n", 1)[0]
+        return self.encode(tail + head) == self.encode(tail) + self.encode(head)
 
     def _with_bos(self, ids: list[int]) -> list[int]:
         # Templates that spell the BOS themselves must not get a second one.

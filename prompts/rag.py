@@ -23,4 +23,8 @@ def rag_messages(documents: list[dict], question: str) -> list[dict]:
     same documents share every KV block up to the question.
     """
     docs = [{"id": d.get("id") or "", "text": d["text"]} for d in documents]
-    return [{"role": "user", "content": _template().render(documents=docs, question=question)}]
+    text = _template().render(documents=docs, question=question)
+    # In two pieces, the documents and the question: the first is the same for every question
+    # about these documents, so it is tokenized once (`Tokenizer.encode_chat`).
+    cut = text.rfind("</document>\n") + len("</document>\n")
+    return [{"role": "user", "content": [text[:cut], text[cut:]] if cut >= len("</document>\n") else text}]

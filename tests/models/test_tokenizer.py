@@ -69,3 +69,24 @@ def test_encode_document_equals_encode_and_hands_out_fresh_lists(tok):
     first.append(-1)  # a caller's list is its own: the kept encoding is not touched
     assert tok.encode_document(doc) == tok.encode(doc)
     assert tok.encode_document("x = 1\n") == tok.encode("x = 1\n")
+
+
+def test_a_rag_prompt_in_pieces_is_the_whole_prompt_tokenized(tok):
+    # The documents piece is tokenized once for every question about them (engine/rag.py); the
+    # ids must be those of the message tokenized whole, whatever the question starts with.
+    from engine.rag import rag_request
+    from prompts.rag import rag_messages
+
+    doc = "".join(TEXTS) + "\n" + "def g(y):\n    return y\n" * 300
+    for question in ["What does g do?", "  spaces first", "\nnewline first", "ünïcode ✓", "<|im_end|>"]:
+        pieces = rag_messages([{"id": "a", "text": doc}], question)[0]["content"]
+        assert isinstance(pieces, list) and len(pieces) == 2
+        whole = tok.encode_chat([{"role": "user", "content": "".join(pieces)}])
+        assert rag_request(tok, [{"id": "a", "text": doc}], question).prompt_ids == whole
+
+
+def test_pieces_that_a_token_would_span_are_tokenized_whole(tok):
+    # "def" + "ault": no line ends at the join, so the pieces are not tokenized apart.
+    ids = tok.encode_chat([{"role": "user", "content": ["x = def", "ault\n"]}])
+    assert ids == tok.encode_chat([{"role": "user", "content": "x = default\n"}])
+    assert tok.encode("x = def") + tok.encode("ault\n") != tok.encode("x = default\n")  # what joining would give
