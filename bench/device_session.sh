@@ -15,7 +15,8 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking. bench/device_run.sh is the
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, rag, rag_old,
+# apply60_old. bench/device_run.sh is the
 # one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -145,6 +146,14 @@ job() {
       bench/data/dev_hard.jsonl --methods auto-1.5b --json $RES/apply_auto15.json ;;
     model15) $t 1500 python3 -m bench.apply_eval --data bench/data/dev.jsonl bench/data/dev_messy.jsonl \
       bench/data/dev_hard.jsonl --methods model-1.5b-draft+pred --json $RES/apply_model15.json ;;
+    # A later RAG question against the first (issue 35), this tree's and the older one's (.old/), in turn.
+    rag) $t 300 python3 -m bench.rag --questions 10 ;;
+    rag_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+      $t 300 python3 -m bench.rag --questions 10) ;;
+    # The 0.5B's 60 apply cases of the older tree: a refactor must keep its tokens and steps (issue 33).
+    apply60_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+      $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60_old --configs "lookup K=16 +prediction" \
+      && cp $RES/spec_decode_cuda.json $RES/spec60_old.json) ;;
     ranking) for m in qwen2.5-coder-0.5b qwen2.5-coder-1.5b; do $t 300 python3 -m bench.ranking --model $m --repeats 10; done ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
