@@ -55,7 +55,7 @@ class EngineConfig(EnvSettings):
         "the draft model of the `hybrid` and `draft` drafters (engine/speculative/hybrid.py): a preset or folder "
         "with the target's tokenizer, or \"heads\" (the target's own, engine/speculative/heads.py); empty = the "
         "heads where they were trained, on a GPU or a CPU set to bf16, else the preset's pair (the 1.5B's is the "
-        "0.5B; engine.engine.default_draft_model)"))
+        "0.5B; engine.speculative.choose.default_draft_model)"))
     draft_tokens: int = Field(0, ge=0, le=63, description=(
         "D: most tokens the draft model proposes per step (0 = engine/speculative/hybrid.py's default, chosen by "
         "measurement); the step-cost model may run fewer"))

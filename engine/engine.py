@@ -6,12 +6,13 @@ A step has four phases, named as in the code (nano-vllm's shape):
                     (or the draft model) propose up to K-1 tokens, sizes the drafts from the step
                     cost, and grows blocks, preempting when they run out;
   * `forward`     — one model pass over the plan's batch: prompt chunks, or every sequence's
-                    `[last token] + draft` with one device-to-host copy;
+                    `[last token] + draft` with one device-to-host copy (the runner's
+                    `StepOutput`: greedy tokens, logits when sampled, the draft heads' guesses);
   * `accept`      — verify the drafts against the target (exact greedy or rejection sampling):
                     the accepted prefix plus one bonus/recovered token;
-  * `postprocess` — the scheduler's bookkeeping: commit through the engine's stop conditions
-                    (`_commit`), roll the KV cache back over the rejected tail, record stats and
-                    acceptance estimates, publish completed blocks to the prefix cache.
+  * `postprocess` — the scheduler's bookkeeping: commit up to the stop conditions
+                    (`StopChecker`), roll the KV cache back over the rejected tail, record stats
+                    and acceptance estimates, publish completed blocks to the prefix cache.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from typing import Iterator
 import torch
 
 from engine.config import EngineConfig
-from engine.runner import Flight, ModelRunner
-from engine.scheduler import Scheduler, StepPlan
+from engine.runner import Flight, ModelRunner, StepOutput
+from engine.scheduler import Scheduler, StepPlan, StopChecker
 from engine.sampling import position_noise, target_probs
 from engine.sequence import Sequence
-from engine.loader.registry import PRESETS
+from engine.speculative.choose import load_draft_model
 from engine.speculative.drafters import DRAFTER_KINDS, MODEL_DRAFTERS, DraftConfig, make_drafter
-from engine.speculative.heads import HEADS_MODEL, HeadsModel, heads_path, load_heads
 from engine.speculative.verify import accept_greedy, parse_output, verify_coupled, verify_sampled
 from engine.step_cost import StepCost
 from engine.tokenizer import IncrementalDecoder
@@ -65,7 +65,7 @@ class StepTimes:
     """Host wall seconds of the engine's verify steps by phase (prefill steps are not counted):
     `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `launch`
     stages the inputs and starts the graph or eager forward, `collect` reads the greedy tokens
-    back, `wait` being its part blocked on the GPU (ModelRunner.wait_seconds), `accept`
+    back, `wait` being its part blocked on the GPU (StepOutput.wait_s), `accept`
     verifies, `postprocess` commits. `ahead` counts the steps launched from a plan made ahead.
     The GPU idles through the host work between `collect` and the next launch: without a plan
     ahead that is everything but `wait`; with one, `accept`, `postprocess` and the launch."""
@@ -79,6 +79,18 @@ class StepTimes:
     accept: float = 0.0
     postprocess: float = 0.0
 
+    def start(self) -> "StepTimes":
+        self._mark = time.perf_counter()
+        return self
+
+    def lap(self, phase: str, value=None):
+        """Add the time since the last mark to `phase` and mark now; returns `value` (so a phase
+        reads `out = times.lap("collect", work())`)."""
+        now = time.perf_counter()
+        setattr(self, phase, getattr(self, phase) + now - self._mark)
+        self._mark = now
+        return value
+
     def per_step_us(self) -> dict[str, float]:
         n = max(self.steps, 1)
         return {f.name: getattr(self, f.name) / n * 1e6 for f in fields(self) if f.type == "float"}
@@ -90,7 +102,7 @@ class StepTimes:
 
 
 @dataclass
-class _Flight:
+class Launched:
     """A verify step launched and not yet collected: its plan, its forward, when it started."""
 
     plan: StepPlan
@@ -112,24 +124,6 @@ def freeze_loaded_objects() -> None:
         atexit.register(gc.unfreeze)
 
 
-def default_draft_model(paired: str, heads_trained: bool, flat_verify: bool) -> str:
-    """The draft model a `hybrid`/`draft` engine runs when EDITAPPLY_DRAFT_MODEL is empty. Where a
-    verify step of a few tokens costs about a one-token step (`flat_verify`: a GPU, or a CPU in
-    bf16, made for one with AMX units), the target's own draft heads if they were trained: against
-    lookup on the H200 RAG +25-30% and chat +21-27% with them, -6% to -9% and -12% to +6% with the
-    0.5B pair, whose token costs most of a verify step; on a 2-core Xeon in bf16 +13% and +25%, the
-    0.5B -1% and +34%. Else the preset's paired model: on a CPU in fp32 every fed token costs
-    compute and the heads' few accepted guesses do not pay, the 0.5B's do (bench/RESULTS.md
-    "Draft heads").
-
-    Example: ("qwen2.5-coder-0.5b", True, True) -> "heads"; ("qwen2.5-coder-0.5b", True, False) ->
-    "qwen2.5-coder-0.5b"; ("", False, True) -> "" (nothing to draft with).
-    """
-    if flat_verify and heads_trained:
-        return HEADS_MODEL
-    return paired
-
-
 class LLMEngine:
     def __init__(self, cfg: EngineConfig | None = None, **overrides):
         self.runner = ModelRunner(cfg or EngineConfig.from_env(**overrides))
@@ -141,38 +135,11 @@ class LLMEngine:
         self.step_times = StepTimes()
         self.draft_config = DraftConfig(min_match=self.cfg.min_match, max_match=self.cfg.max_match,
                                         pld_num_tokens=max(1, self.cfg.verify_tokens - 1))
-        self.hybrid = self._load_draft_model()
-        self.scheduler = Scheduler(self.kv, self.cfg, self.step_cost, self.hybrid)
-        self._flight: _Flight | None = None  # a verify step launched ahead, collected by the next step()
+        self.hybrid = load_draft_model(self.cfg, self.runner, self.tokenizer)
+        stop = StopChecker(self.cfg.max_model_len, frozenset(self.eos_ids), self.tokenizer)
+        self.scheduler = Scheduler(self.kv, self.cfg, self.step_cost, self.hybrid, stop)
+        self._ahead: Launched | None = None  # a verify step launched ahead, collected by the next step()
         freeze_loaded_objects()  # the engine is freed by reference counting alone (no cycles), frozen or not
-
-    def _load_draft_model(self):
-        """The draft model of the hybrid/draft drafters (engine/speculative/hybrid.py), when the engine's
-        drafter uses one or EDITAPPLY_DRAFT_MODEL names one; else None."""
-        name = self.cfg.draft_model
-        if not name and self.cfg.drafter in MODEL_DRAFTERS:
-            preset = PRESETS.get(self.cfg.model)
-            flat_verify = self.runner.device.type == "cuda" or self.runner.dtype == torch.bfloat16
-            name = default_draft_model(preset.draft if preset else "", heads_path(self.runner.folder).is_file(),
-                                       flat_verify)
-            if not name:
-                raise ValueError(f"drafter {self.cfg.drafter!r} needs a draft model: {self.cfg.model!r} has no "
-                                 "paired one and no trained draft heads, so set EDITAPPLY_DRAFT_MODEL (a preset "
-                                 "or folder with its tokenizer) or train heads (`editapply train-heads`)")
-        if not name:
-            return None
-        from engine.speculative.hybrid import HybridDrafting
-
-        if name == HEADS_MODEL:  # the target's own draft heads (engine/speculative/heads.py)
-            mc = self.runner.model_config
-            heads, _ = load_heads(heads_path(self.runner.folder), mc.hidden_size, self.runner.dtype,
-                                  self.runner.device)
-            self.runner.attach_heads(heads)
-            return HybridDrafting(HeadsModel(heads.num_heads), self.cfg.draft_tokens)
-        from engine.speculative.draft_model import DraftModel
-
-        model = DraftModel(self.cfg, name, self.tokenizer, self.runner.model_config.vocab_size)
-        return HybridDrafting(model, self.cfg.draft_tokens)
 
     # ---- requests -------------------------------------------------------------------------
     def warmup(self, max_context: int, batch_sizes: list[int] = (1,)) -> int:
@@ -239,7 +206,7 @@ class LLMEngine:
         return seq
 
     def cancel(self, seq: Sequence) -> None:
-        self._finish(seq, "cancelled")
+        self.scheduler.finish(seq, "cancelled")
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()  # a step in flight runs sequences that are still running
@@ -272,69 +239,62 @@ class LLMEngine:
         A verify step's successor is planned while it runs (`Scheduler.plan_ahead`) and, when its
         bet holds, launched before this call returns: the next call finds it in flight and only
         waits for it, so the GPU does not idle through the host's planning and staging."""
-        times = self.step_times
-        t0 = time.perf_counter()
-        flight = self._flight
-        if flight is not None and all(seq.is_finished for seq, _ in flight.plan.batch):
-            self.runner.collect(flight.forward)  # every sequence of it was cancelled: drop it
-            flight = self._flight = None
-        if flight is None:
-            plan = self.scheduler.schedule()
-            if not plan.batch:
-                return
-            if plan.prefill:
-                picks, owners = _score_picks(plan.batch)
-                for seq, logprob in zip(owners, self.runner.prefill(plan.batch, picks)):
-                    seq.logprob += logprob
-                self.scheduler.postprocess(plan)
-                return
-            t1 = time.perf_counter()
-            times.schedule += t1 - t0
-            flight = self._launch(plan)
-        self._flight = None
-        t1 = time.perf_counter()
-        ahead = staged = None
-        if self.cfg.plan_ahead:
-            ahead = self.scheduler.plan_ahead(flight.plan)
-            staged = self.runner.stage(ahead.batch, ahead.starts) if ahead is not None else None
-        t2 = time.perf_counter()
-        wait = self.runner.wait_seconds
-        rows, logits = self.runner.collect(flight.forward)
-        t3 = time.perf_counter()
-        accepted = self._accept(flight.plan, rows, logits)
-        if self.runner.model.heads is not None:  # the heads' guesses after each sequence's bonus token
-            guesses = flight.forward.head_rows  # None: a step too large to run the heads
-            for i, ((seq, _), new) in enumerate(zip(flight.plan.batch, accepted)):
-                seq.head_draft = list(guesses[i][len(new) - 1]) if guesses and new else []
-        t4 = time.perf_counter()
-        self.step_cost.observe(flight.plan.num_tokens, t4 - flight.t_launch)
-        self.scheduler.postprocess(flight.plan, accepted, self._commit)
-        t5 = time.perf_counter()
-        if ahead is not None and self.scheduler.ahead_holds(ahead):
-            self._flight = self._launch(ahead, staged)
+        times = self.step_times.start()
+        launched = self._take_ahead() or self._schedule()
+        if launched is None:
+            return
+        ahead = self._plan_ahead(launched.plan)
+        out = times.lap("collect", self.runner.collect(launched.forward))
+        accepted = times.lap("accept", self._accept(launched.plan, out))
+        self.step_cost.observe(launched.plan.num_tokens, time.perf_counter() - launched.t_launch)
+        times.lap("postprocess", self.scheduler.postprocess(launched.plan, accepted, out.head_rows))
+        if ahead is not None and self.scheduler.ahead_holds(ahead[0]):
+            self._ahead = self._launch(*ahead)
             times.ahead += 1
-        times.steps += 1
-        times.schedule += t2 - t1
-        times.collect += t3 - t2
-        times.wait += self.runner.wait_seconds - wait
-        times.accept += t4 - t3
-        times.postprocess += t5 - t4
+        times.steps, times.wait = times.steps + 1, times.wait + out.wait_s
 
-    def _launch(self, plan: StepPlan, staged=None) -> _Flight:
+    def _take_ahead(self) -> Launched | None:
+        """The step launched ahead by the last call, unless every sequence of it was cancelled."""
+        launched, self._ahead = self._ahead, None
+        if launched is not None and all(seq.is_finished for seq, _ in launched.plan.batch):
+            self.runner.collect(launched.forward)  # dropped
+            return None
+        return launched
+
+    def _schedule(self) -> Launched | None:
+        """The scheduler's plan: a prefill runs here whole (None), a verify step is launched."""
+        plan = self.scheduler.schedule()
+        if not plan.batch:
+            return None
+        if plan.prefill:
+            picks, owners = _score_picks(plan.batch)
+            for seq, logprob in zip(owners, self.runner.prefill(plan.batch, picks)):
+                seq.logprob += logprob
+            self.scheduler.postprocess(plan)
+            return None
+        return self._launch(plan)
+
+    def _plan_ahead(self, plan: StepPlan) -> tuple[StepPlan, object] | None:
+        """The next step planned and its inputs staged while this one runs (`plan_ahead`)."""
+        ahead = self.scheduler.plan_ahead(plan) if self.cfg.plan_ahead else None
+        staged = self.runner.stage(ahead.batch, ahead.starts) if ahead is not None else None
+        self.step_times.lap("schedule")
+        return (ahead, staged) if ahead is not None else None
+
+    def _launch(self, plan: StepPlan, staged=None) -> Launched:
         """Start `plan`'s forward (one for the whole batch; logits only for sampled requests)."""
-        t = time.perf_counter()
+        started = self.step_times.lap("schedule", time.perf_counter())  # the step's cost counts from here
         logits = any(self._sampled(seq) for seq, _ in plan.batch)
         forward = self.runner.launch(plan.batch, logits, plan.starts, staged)
-        self.step_times.launch += time.perf_counter() - t
-        return _Flight(plan, forward, t)
+        return Launched(plan, forward, self.step_times.lap("launch", started))
 
     def _sampled(self, seq: Sequence) -> bool:
         return not (seq.params.greedy and self.cfg.greedy_fast_path)
 
-    def _accept(self, plan: StepPlan, rows: list[list[int]], logits: torch.Tensor | None) -> list[list[int]]:
+    def _accept(self, plan: StepPlan, out: StepOutput) -> list[list[int]]:
         """The tokens each sequence of `plan` commits: its accepted drafts and a bonus token."""
-        start, accepted = 0, []
-        for (seq, feed), row in zip(plan.batch, rows):
+        start, accepted, logits = 0, [], out.logits
+        for (seq, feed), row in zip(plan.batch, out.rows):
             if seq.is_finished:
                 accepted.append([])  # cancelled while its step ran: nothing to verify
             elif self._sampled(seq):
@@ -358,36 +318,6 @@ class LLMEngine:
             probs = target_probs(logits, seq.params)
             out = verify_sampled(probs[None], draft_t, seq.generator)
         return parse_output(out)[0]
-
-    # ---- helpers ----------------------------------------------------------------------------
-    def _commit(self, seq: Sequence, new: list[int]) -> int:
-        """Append tokens until a stop condition; return how many were committed."""
-        p = seq.params
-        n = 0
-        for t in new:
-            seq.tokens.append(t)
-            seq.stats.generated += 1
-            n += 1
-            if t in self.eos_ids and not p.ignore_eos:
-                self._finish(seq, "stop")
-                break
-            if seq.num_generated >= p.max_tokens or len(seq) >= self.cfg.max_model_len:
-                self._finish(seq, "length")
-                break
-        if not seq.is_finished and p.stop and self._hit_stop_string(seq):
-            self._finish(seq, "stop")
-        return n
-
-    def _hit_stop_string(self, seq: Sequence) -> bool:
-        longest = max(len(s) for s in seq.params.stop)
-        # Decode only a tail window: a stop string can only end in the newest tokens.
-        tail_ids = seq.output_ids[-(longest + 64) :]
-        tail = self.tokenizer.decode(tail_ids)
-        return any(s in tail for s in seq.params.stop)
-
-    def _finish(self, seq: Sequence, reason: str) -> None:
-        self.scheduler.finish(seq, reason)
-
 
 def _score_picks(batch) -> tuple[list[tuple[int, int]], list[Sequence]]:
     """The (row, token) pairs of a prefill batch that score requests score -- the row of position

@@ -60,7 +60,6 @@ class ModelRunner:
         # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its
         # target has); None = the whole vocabulary. Set before any graph is captured.
         self.vocab_limit: int | None = None
-        self.wait_seconds = 0.0  # host time blocked on the greedy tokens' copy (engine.StepTimes)
         self.heads_max_rows = heads_max_rows(self.device.type)  # the draft heads' steps, once attached
         self.graphs = None
         # int4 hands out its full-precision window on the host at each write, which a graph cannot replay.
@@ -179,7 +178,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def verify(self, batch: list[tuple[Sequence, list[int]]], logits: bool = False,
-               last_only: bool = False) -> tuple[list[list[int]], torch.Tensor | None]:
+               last_only: bool = False) -> StepOutput:
         """Run the model over `batch`, writing K/V. Returns each sequence's greedy token after every
         fed row (only after its last row with `last_only`), read back in one device-to-host copy,
         and fp32 logits [sum(len(feed)), vocab] when `logits` (sampled requests need them).
@@ -217,11 +216,12 @@ class ModelRunner:
                 tokens = tokens if heads else tokens[0]
         return Flight(batch, tokens, keep, out)
 
-    def collect(self, flight: Flight, last_only: bool = False) -> tuple[list[list[int]], torch.Tensor | None]:
-        """Wait for `flight`: each sequence's greedy tokens (see `verify`) and its logits if asked."""
+    def collect(self, flight: Flight, last_only: bool = False) -> StepOutput:
+        """Wait for `flight`: each sequence's greedy tokens (see `verify`), the logits if asked,
+        and the draft heads' guesses when they ran."""
         t = time.perf_counter()
         flat = flight.tokens.tolist()  # the step's one device-to-host copy
-        self.wait_seconds += time.perf_counter() - t
+        wait_s = time.perf_counter() - t
         guesses = None
         if flight.tokens.dim() == 2:  # draft heads: each row's greedy token, then the heads' guesses
             flat, guesses = flat[0], list(zip(*flat[1:]))
@@ -230,13 +230,13 @@ class ModelRunner:
             if guesses is not None:
                 guesses = [guesses[i] for i in flight.keep]
         rows, start = [], 0
-        flight.head_rows = [] if guesses is not None else None
+        head_rows = [] if guesses is not None else None
         for _, feed in flight.batch:
             start += len(feed)
             rows.append(flat[start - 1 : start] if last_only else flat[start - len(feed) : start])
             if guesses is not None:
-                flight.head_rows.append(guesses[start - len(feed) : start])
-        return rows, flight.logits
+                head_rows.append(guesses[start - len(feed) : start])
+        return StepOutput(rows, flight.logits, head_rows, wait_s)
 
     @torch.inference_mode()
     def decode_greedy(self, batch: list[tuple[Sequence, list[int]]], n: int) -> tuple[list[list[int]], float]:
@@ -287,8 +287,18 @@ class Flight:
     tokens: torch.Tensor  # [rows], or [1 + n, rows] with n draft heads
     keep: list[int] | None
     logits: torch.Tensor | None
-    # After `collect`, with draft heads: per sequence, per fed row, the heads' n guesses after it.
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """What a forward gives back (`collect`): per sequence, the greedy token after each fed row;
+    the fp32 logits when asked; with draft heads, per sequence and fed row the heads' guesses
+    after it (None when the heads did not run: none attached, or a step too large for them)."""
+
+    rows: list[list[int]]
+    logits: torch.Tensor | None
     head_rows: list[list[tuple[int, ...]]] | None = None
+    wait_s: float = 0.0  # host seconds blocked on the device-to-host copy (engine.StepTimes `wait`)
 
 
 def _rows(x: torch.Tensor, keep: list[int] | None) -> torch.Tensor:

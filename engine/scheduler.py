@@ -27,7 +27,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
 
 from engine.config import EngineConfig
 from engine.kv_cache import KVCache
@@ -60,8 +59,36 @@ class StepPlan:
         return sum(len(feed) for _, feed in self.batch)
 
 
+class StopChecker:
+    """A sequence's stop conditions, applied as its tokens are committed: an end-of-sequence token
+    (unless `ignore_eos`), `max_tokens`, the context, and the request's stop strings (decoded with
+    `tokenizer`, over a tail window: a stop string can only end in the newest tokens)."""
+
+    def __init__(self, max_model_len: int, eos_ids: frozenset[int] = frozenset(), tokenizer=None):
+        self.max_model_len, self.eos_ids, self.tokenizer = max_model_len, eos_ids, tokenizer
+
+    def commit(self, seq: Sequence, new: list[int]) -> tuple[int, str | None]:
+        """Append `new` until a stop condition; how many were appended, and the finish reason."""
+        p, n = seq.params, 0
+        for t in new:
+            seq.tokens.append(t)
+            seq.stats.generated += 1
+            n += 1
+            if t in self.eos_ids and not p.ignore_eos:
+                return n, "stop"
+            if seq.num_generated >= p.max_tokens or len(seq) >= self.max_model_len:
+                return n, "length"
+        return n, "stop" if p.stop and self._hit_stop_string(seq) else None
+
+    def _hit_stop_string(self, seq: Sequence) -> bool:
+        longest = max(len(s) for s in seq.params.stop)
+        tail = self.tokenizer.decode(seq.output_ids[-(longest + 64) :])
+        return any(s in tail for s in seq.params.stop)
+
+
 class Scheduler:
-    def __init__(self, kv: KVCache, cfg: EngineConfig, step_cost: StepCost | None = None, hybrid=None):
+    def __init__(self, kv: KVCache, cfg: EngineConfig, step_cost: StepCost | None = None, hybrid=None,
+                 stop: StopChecker | None = None):
         self.blocks = kv.blocks
         self.max_num_seqs = cfg.max_num_seqs
         self.max_batch_tokens = cfg.max_batch_tokens
@@ -70,6 +97,9 @@ class Scheduler:
         self.adaptive_drafts = cfg.adaptive_drafts
         self.step_cost = step_cost or StepCost()
         self.hybrid = hybrid  # engine/speculative/hybrid.py's HybridDrafting, or None without a draft model
+        self.stop = stop or StopChecker(cfg.max_model_len)
+        # The target's own draft heads (no runner of their own): each step's guesses are the next draft.
+        self.own_heads = hybrid is not None and hybrid.model.runner is None
         # The draft model drafts the next step beside the target's (HybridDrafting.propose_ahead); the
         # target's own heads (no runner of their own) already run inside its step.
         self.draft_ahead = hybrid is not None and hybrid.model.runner is not None and cfg.draft_ahead
@@ -263,11 +293,12 @@ class Scheduler:
 
     # ---- after the step -------------------------------------------------------------------
     def postprocess(self, plan: StepPlan, accepted: list[list[int]] | None = None,
-                    commit: Callable[[Sequence, list[int]], int] | None = None) -> None:
+                    head_rows: list | None = None) -> None:
         """Bookkeeping once `plan` ran. A prefill plan's chunks are all cached now. A verify plan's
         `accepted[i]` are the tokens its i-th sequence commits (accepted drafts, then the bonus or
-        recovered token); `commit(seq, tokens)` appends them until a stop condition and returns
-        how many it appended (the engine's: stop strings need the tokenizer)."""
+        recovered token), up to a stop condition (`stop`); with the target's own draft heads,
+        `head_rows` (StepOutput) holds their guesses, whose row after the bonus token is the next
+        draft (`Sequence.head_draft`)."""
         if plan.prefill:
             for seq, feed in plan.batch:
                 seq.num_cached += len(feed)
@@ -275,7 +306,9 @@ class Scheduler:
                 if seq.scored:
                     self.finish(seq, "stop")
             return
-        for (seq, feed), new in zip(plan.batch, accepted):
+        for i, ((seq, feed), new) in enumerate(zip(plan.batch, accepted)):
+            if self.own_heads:
+                seq.head_draft = list(head_rows[i][len(new) - 1]) if head_rows and new else []
             if seq.is_finished:
                 continue  # cancelled while its step ran
             # The cache holds [last token] + the accepted drafts; the rejected tail is dropped by
@@ -286,7 +319,9 @@ class Scheduler:
             model_drafted = model_accepted = 0
             if seq in plan.proposals:
                 model_drafted, model_accepted = self.hybrid.observe(plan.proposals[seq], len(feed) - 1, new)
-            committed = commit(seq, new)
+            committed, reason = self.stop.commit(seq, new)
+            if reason is not None:
+                self.finish(seq, reason)
             seq.stats.record_step(drafted=len(feed) - 1, accepted=len(new) - 1, committed=committed,
                                   model_drafted=model_drafted, model_accepted=model_accepted)
             if not seq.is_finished:

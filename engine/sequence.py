@@ -113,7 +113,6 @@ class Sequence:
         # summed log-probability of the scored tokens.
         self.score_from = request.score_from
         self.logprob = 0.0
-        self.text_len_checked = 0  # for stop strings
 
     def __len__(self) -> int:
         return len(self.tokens)

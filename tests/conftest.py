@@ -56,12 +56,12 @@ def decode_both_ways(runner, prompts: list[list[int]], feeds: list[list[int]], n
         else:
             tokens = [[] for _ in rows]
             for _ in range(n):
-                out, _ = runner.verify(batch, last_only=True)
+                out = runner.verify(batch, last_only=True).rows
                 for (row, feed), t, o in zip(batch, tokens, out):
                     row.num_cached += len(feed)
                     t.append(o[0])
                 batch = [(row, [t[-1]]) for row, t in zip(rows, tokens)]
-        after, _ = runner.verify([(row, [t[-1]]) for row, t in zip(rows, tokens)], last_only=True)
+        after = runner.verify([(row, [t[-1]]) for row, t in zip(rows, tokens)], last_only=True).rows
         return tokens, after
     finally:
         for row in rows:

@@ -31,11 +31,6 @@ def add(scheduler: Scheduler, prompt: list[int], max_tokens: int = 100) -> Seque
     return seq
 
 
-def commit(seq: Sequence, new: list[int]) -> int:
-    seq.tokens.extend(new)
-    return len(new)
-
-
 def test_prefill_plan_then_verify_plan_feeds_last_token_and_draft():
     scheduler = make_scheduler(num_blocks=16)
     seq = add(scheduler, [1, 2, 3, 4, 5])
@@ -53,7 +48,7 @@ def test_postprocess_rolls_back_the_rejected_tail_and_records_the_step():
     seq = add(scheduler, [1, 2, 3, 4, 5])
     scheduler.postprocess(scheduler.schedule())
     plan = scheduler.schedule()
-    scheduler.postprocess(plan, [[7, 42]], commit)  # draft token 7 accepted, 8 rejected, 42 recovered
+    scheduler.postprocess(plan, [[7, 42]])  # draft token 7 accepted, 8 rejected, 42 recovered
     assert seq.tokens == [1, 2, 3, 4, 5, 7, 42]
     assert seq.num_cached == 6  # [5, 7] were cached; 42 is fed by the next step
     assert (seq.stats.steps, seq.stats.drafted, seq.stats.accepted, seq.stats.rejections) == (1, 3, 1, 1)
@@ -82,7 +77,7 @@ def test_a_preempted_sequence_is_not_in_the_plan():
     for _ in range(2):  # every draft accepted: 4 tokens a step, 13 tokens after two steps
         plan = scheduler.schedule()
         assert [s for s, _ in plan.batch] == [a, b]
-        scheduler.postprocess(plan, [feed[1:] + [0] for _, feed in plan.batch], commit)
+        scheduler.postprocess(plan, [feed[1:] + [0] for _, feed in plan.batch])
     plan = scheduler.schedule()  # a needs a 4th block for positions 12..15: b, the newest, yields
     assert plan.batch == [(a, [0] + DRAFT)]
     assert b.status == Status.WAITING and list(scheduler.waiting) == [b] and b.block_table == []
@@ -99,7 +94,7 @@ def test_a_sequence_that_outgrows_the_whole_cache_ends_at_its_length():
     for _ in range(3):  # 4 tokens a step: 17 tokens, the last step's block (12..15) in the 4th block
         plan = scheduler.schedule()
         assert plan.batch
-        scheduler.postprocess(plan, [feed[1:] + [0] for _, feed in plan.batch], commit)
+        scheduler.postprocess(plan, [feed[1:] + [0] for _, feed in plan.batch])
     plan = scheduler.schedule()  # positions 16..19 need a 5th block
     assert plan.batch == [] and seq.is_finished and seq.finish_reason == "length"
     assert not scheduler.has_work() and scheduler.blocks.num_free == 4 and scheduler.preemptions == 0

@@ -116,7 +116,7 @@ class HeadsModel:
     interface): always in sync (they read the target's own hidden states), free to run (they run in
     the target's step whether drafts use them or not), and unable to continue another drafter's
     lead (they guess from the last verified row only). `propose` hands out each sequence's
-    `head_draft`, left by its last verify step (engine.LLMEngine keeps it)."""
+    `head_draft`, left by its last verify step (Scheduler.postprocess)."""
 
     continues_lead = False
     caught_up = 0

@@ -1,72 +1,15 @@
 """Hybrid drafting: lookup and the draft model share each verify block.
 
-Lookup commits ~15 of 16 tokens a step while the answer quotes its context and about one where it
-does not (new lines of an edit, paraphrasing RAG answers, chat); a small draft model of the same
-tokenizer family (qwen2.5-coder-0.5b for the 1.5B) guesses those, at the cost of running it. Per
-step and sequence (drafter `hybrid`):
-
-* lookup proposes first (free). A draft that fills the block is a quote in progress: it is
-  verified alone and the draft model does not run for this sequence;
-* otherwise whichever is expected to commit more **leads**: E(alpha, n) = alpha + ... + alpha^n
-  expected accepted tokens of an n-token draft with per-token acceptance alpha, measured
-  engine-wide for lookup's short drafts and for the draft model's tokens (decayed counts, so the
-  estimate follows the workload);
-* the other **fills** the block's remaining slots: the draft model continues after lookup's
-  draft (it is fed lookup's tokens first), or lookup continues after the model's draft (a
-  read-only lookup of the extended context, `LookupDrafter.peek`: the model started writing code
-  that the context holds, and lookup copies on for free);
-* how many tokens d <= D the draft model writes this step (one batched forward, every sequence
-  together, then d - 1 one-token steps chained on the device) is chosen by expected throughput:
-  committed tokens per second of the whole step, the target's cost from the engine's step-cost
-  fit (engine/step_cost.py) plus the draft model's own fits (DraftModel.draft_seconds: its
-  forward against the tokens it feeds, its chained steps against the rows), plus what the model
-  must first read this step (the tokens committed since it last ran: a prompt, a long quote;
-  DraftModel.catch_up_seconds). A catch-up is charged to the step that pays it, yet it buys
-  every later step the model stays in sync for (a chat's whole answer, or the two steps of an
-  edit's new line), which no one step knows. So where the model would run were it in sync, the
-  steps wait for it until they have taken as long as the catch-up, then pay it (ski rental's
-  rule: at worst about twice the best choice in hindsight); a quote resuming ends the wait. A
-  cost whose fit finds no slope (on a GPU both models' steps are launch-bound) is priced flat,
-  at its mean (StepCost.fit_or_flat). The model runs only when its expected rate beats lookup
-  alone by MIN_GAIN: the estimates are rough, and near break-even (a small CPU, where every fed
-  token costs compute) a wrong call loses more than a right one wins;
-* in a batch, the sequences the model is in sync with are decided first, alone; those it is
-  behind on join them only when the rule prices the whole set, catch-ups included, higher, or
-  once the wait above is over. So one request that just arrived (its whole prompt unread) does
-  not hold back the model for the others, nor do they make it pay that prompt;
-* a catch-up whose cost is not measured yet is never paid by the rule, only by a probe; while
-  either model's step cost is not measured, the synced sequences' d counts the model's tokens
-  likelier accepted than not (alpha^k >= 1/2). When the model does not run, a probe still drafts
-  one token now and then for one sequence (the one it has least to read for), so the estimates
-  follow a workload that changes (a chat turns into code the model can guess) and the costs get
-  measured: every PROBE_EVERY-th step from the first while a price is missing, else once the
-  steps since the last probe have taken 1/share times what the probe will cost (its catch-up
-  included: after a long quote, an eager prefill of the model many times a verify step). The
-  share starts at PROBE_SHARE and halves with each probe down to MIN_PROBE_SHARE while the rule
-  keeps declining the model (on the H200 chat and RAG answers paid ~5% for probes that found
-  the model still too slow, bench/RESULTS.md), and is back at PROBE_SHARE once the rule runs it.
-
-**Drafting ahead** (`EDITAPPLY_DRAFT_AHEAD=1`, off by default): while the target verifies a step
-of one sequence, the model drafts the next one on its own CUDA stream, on the bet that this
-step's draft is accepted whole (`propose_ahead`): its first token is its guess of the step's bonus
-token, the rest the next step's draft (lookup filling after it). When the bet holds the engine
-launches that step at once (Scheduler.plan_ahead), so the model's forwards ran beside the
-target's instead of before it; the rule prices them past the share of the target's step they
-hide (OVERLAP_SHARE). A step the model did not draft for (lookup's short draft, or none) is
-drafted ahead the same way. Off by default: on the H200 the 0.5B's forwards beside the 1.5B's
-step hid about half of it and slowed it, and RAG and chat answers came out 21-30% slower than
-without (bench/RESULTS.md).
-
-**The target's own draft heads** (`EDITAPPLY_DRAFT_MODEL=heads`, engine/speculative/heads.py) can take
-the draft model's place: they run inside the target's verify step and leave each sequence n
-guesses of the tokens after its bonus token, so they are always in sync and cost nothing to ask
-(`HeadsModel`: no catch-up, no price), but they cannot continue lookup's lead (they guess from
-the last verified row only): where lookup does not quote, the heads' d <= n tokens lead and lookup
-fills after them.
-
-Drafter `draft` is the draft model alone (no lookup lead, no fill), sized by the same rule.
-Verification is unchanged: a drafted token is only a proposal, so outputs are exactly those of
-plain decoding (greedy) or of the target's distribution (sampled).
+Per step and sequence (drafter `hybrid`): lookup proposes first (free), and a draft that fills the
+block is verified alone; otherwise whichever of lookup and the draft model is expected to commit
+more leads (E(alpha, n) = alpha + ... + alpha^n from measured acceptance) and the other fills the
+block's remaining slots. How many tokens the model writes (d <= D) is chosen by expected committed
+tokens per second of the whole step, from the measured step costs; a catch-up the model must read
+first is paid by ski rental's rule, and probes keep the estimates current while the rule declines
+the model. The target's own draft heads (`heads.py`) can take the model's place; drafter `draft`
+is the model alone. Verification is unchanged, so outputs are exactly plain decoding's (greedy)
+or the target's distribution (sampled). The whole rule, with drafting ahead, is in README.md
+beside this file.
 """
 
 from __future__ import annotations
@@ -181,7 +124,7 @@ class HybridStats:
 
 
 @dataclass
-class _Plan:
+class _SeqDraft:
     """One sequence's options for a step where lookup's draft leaves room: for each d = 0..D the
     model's expected extra accepted tokens and which leads (MODEL: its d tokens replace lookup's
     draft; LOOKUP: it continues after that draft), whichever gains more."""
@@ -218,7 +161,7 @@ class HybridDrafting:
         `draft` drafter), `rooms`: most draft tokens each may take. Lookup fills after the model's
         tokens for sequences whose drafter is `hybrid` (`seq.lookup_fills`)."""
         proposals = [Proposal() for _ in seqs]
-        plans: list[tuple[int, _Plan]] = []
+        plans: list[tuple[int, _SeqDraft]] = []
         a_l, a_m = self.rates[LOOKUP].rate, self.rates[MODEL].rate
         e_model = [expected_commits(a_m, k) for k in range(self.max_draft + 1)]
         for i, (seq, draft, room) in enumerate(zip(seqs, lookup_drafts, rooms)):
@@ -232,7 +175,7 @@ class HybridDrafting:
                 fill = reach * e_model[min(d, left)] if self.model.continues_lead else 0.0
                 gains.append(max(model, fill))
                 leads.append(MODEL if model > fill else LOOKUP)
-            plans.append((i, _Plan(seq, room, draft, gains, leads)))
+            plans.append((i, _SeqDraft(seq, room, draft, gains, leads)))
         stats = self.stats
         stats.steps += bool(plans)
         probes = stats.probes
@@ -314,13 +257,13 @@ class HybridDrafting:
         """Whether the draft model's drafting forward has a measured price (DraftModel.draft_seconds)."""
         return self.model.draft_seconds(1, 1) is not None
 
-    def _catch_up(self, plans: list[_Plan]) -> float:
+    def _catch_up(self, plans: list[_SeqDraft]) -> float:
         """Seconds the model must first spend reading what it has not seen (paid by this step;
         infinite while unpriced)."""
         return self.model.catch_up_seconds([(p.seq, p.lead_tokens) for p in plans])
 
-    def _decide(self, plans: list[_Plan], lookup_drafts: list[list[int]],
-                target_fit: tuple[float, float] | None) -> tuple[int, float, list[_Plan]]:
+    def _decide(self, plans: list[_SeqDraft], lookup_drafts: list[list[int]],
+                target_fit: tuple[float, float] | None) -> tuple[int, float, list[_SeqDraft]]:
         """How many tokens the model writes this step, the seconds the rule priced that at, and
         for which plans (module docstring). The plans the model is in sync with are decided
         alone (no catch-up); the others join them when the rule prices the whole set, catch-ups
@@ -375,7 +318,7 @@ class HybridDrafting:
         self.probe_share = max(MIN_PROBE_SHARE, self.probe_share / 2)
         return True
 
-    def _choose_d(self, plans: list[_Plan], lookup_drafts: list[list[int]],
+    def _choose_d(self, plans: list[_SeqDraft], lookup_drafts: list[list[int]],
                   target_fit: tuple[float, float] | None, catch_up: float) -> tuple[int, float, float]:
         """The d in [0, D] that maximizes the step's expected committed tokens per second when the
         model writes for `plans` with `catch_up` seconds charged to it; that rate (lookup's alone,

@@ -55,8 +55,8 @@ def test_draft_heads_in_the_graph_equal_eager_ones(tiny_model, rows):
             seq.num_cached, seq.needs_prefill = len(prompt), False
             batch.append((seq, [3, 4, 5, 6][: 2 + r]))  # feeds shorter than K: padded rows in the graph
         flight = runner.launch(batch)
-        rows_out, _ = runner.collect(flight)
-        out.append((rows_out, flight.head_rows))
+        step = runner.collect(flight)
+        out.append((step.rows, step.head_rows))
     assert out[0] == out[1]
     if sum(len(feed) for _, feed in batch) > graphs.heads_max_rows:
         assert out[0][1] is None  # on a CPU the heads skip steps of more than 4 rows (engine/speculative/heads.py)

@@ -168,13 +168,11 @@ def test_the_heads_run_in_short_steps_on_a_cpu(engine):
     row = SimpleNamespace(block_table=runner.kv.allocator.allocate(runner.kv.blocks_for(64)), num_cached=0,
                           needs_prefill=True)
     try:
-        long = runner.launch([(row, ids)])
-        runner.collect(long)
-        assert long.head_rows is None
-        short = runner.launch([(row, ids[:HEADS_MAX_ROWS_CPU])])
-        rows, _ = runner.collect(short)
+        assert runner.collect(runner.launch([(row, ids)])).head_rows is None
+        short = runner.collect(runner.launch([(row, ids[:HEADS_MAX_ROWS_CPU])]))
+        rows = short.rows
         assert [len(g) for g in short.head_rows[0]] == [runner.model.heads.num_heads] * HEADS_MAX_ROWS_CPU
-        _, logits = runner.verify([(row, ids[:HEADS_MAX_ROWS_CPU])], logits=True)
+        logits = runner.verify([(row, ids[:HEADS_MAX_ROWS_CPU])], logits=True).logits
         assert rows[0] == logits.argmax(-1).tolist()
     finally:
         runner.kv.allocator.release(row.block_table)

@@ -18,7 +18,8 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from engine.config import EngineConfig
-from engine.engine import LLMEngine, default_draft_model
+from engine.engine import LLMEngine
+from engine.speculative.choose import default_draft_model
 from engine.speculative.drafters import make_drafter
 from engine.speculative.hybrid import FILL, LOOKUP, MODEL, QUOTE, Acceptance, HybridDrafting, Proposal, expected_commits
 from engine.types import Request, RequestError, SamplingParams
@@ -340,7 +341,7 @@ def test_draft_length_follows_costs_and_acceptance():
     all D tokens; on a small CPU (each fed token costs 40% of a step) with the same acceptance
     it writes fewer; a draft model that is rarely right does not run, nor one that must first
     catch up on more than the step's gain is worth."""
-    from engine.speculative.hybrid import _Plan
+    from engine.speculative.hybrid import _SeqDraft
     from engine.step_cost import StepCost
 
     def d_for(a, b, a_d, b_d, alpha, catch_up=0.0):
@@ -350,7 +351,7 @@ def test_draft_length_follows_costs_and_acceptance():
             cost.observe(n, a_d + b_d * n)
         hybrid.rates[MODEL] = Acceptance(prior=alpha, weight=1e6)
         gains = [expected_commits(alpha, d) for d in range(6)]
-        return hybrid._choose_d([_Plan(None, 15, [], gains, [MODEL] * 6)], [[]], (a, b), catch_up)[0]
+        return hybrid._choose_d([_SeqDraft(None, 15, [], gains, [MODEL] * 6)], [[]], (a, b), catch_up)[0]
 
     assert d_for(a=0.004, b=0.00002, a_d=0.0004, b_d=0.00001, alpha=0.85) == 5
     assert 0 < d_for(a=0.12, b=0.05, a_d=0.01, b_d=0.005, alpha=0.85) < 5
@@ -414,7 +415,7 @@ def test_steps_wait_out_a_catch_up_then_pay_it():
     gain covers the catch-up, so the steps that would use the model wait until they have taken
     as long as it (ski rental), then the model runs; a quote resuming (a step without plans) ends
     the wait. A model in sync runs at once."""
-    from engine.speculative.hybrid import _Plan
+    from engine.speculative.hybrid import _SeqDraft
     from engine.step_cost import StepCost
 
     lag = {"seconds": 0.04}
@@ -424,7 +425,7 @@ def test_steps_wait_out_a_catch_up_then_pay_it():
         cost.observe(n, 0.0004 + 0.00001 * n)
     hybrid.rates[MODEL] = Acceptance(prior=0.85, weight=1e6)
     hybrid.rates[LOOKUP] = Acceptance(prior=0.3, weight=1e6)
-    plans = [_Plan(None, 15, [], [expected_commits(0.85, d) for d in range(6)], [MODEL] * 6)]
+    plans = [_SeqDraft(None, 15, [], [expected_commits(0.85, d) for d in range(6)], [MODEL] * 6)]
     fit = (0.004, 0.00002)  # a 4 ms verify step: the wait lasts about ten steps
     waited = 0
     while (decision := hybrid._decide(plans, [[]], fit))[0] == 0:
@@ -458,7 +459,7 @@ def test_a_sequence_behind_does_not_hold_back_those_in_sync():
     while `new` waits out its catch-up (ski rental) and then joins. Cold (costs not measured):
     `synced` drafts and `new` waits for a probe, and a probe reads for one sequence only, the one
     with least to read (before, a cold engine caught up every prompt of a batch at once)."""
-    from engine.speculative.hybrid import _Plan
+    from engine.speculative.hybrid import _SeqDraft
     from engine.step_cost import StepCost
 
     lags = {"synced": 0, "new": 2000, "newer": 3000}
@@ -470,7 +471,7 @@ def test_a_sequence_behind_does_not_hold_back_those_in_sync():
     hybrid.rates[LOOKUP] = Acceptance(prior=0.3, weight=1e6)
 
     def plan(name):
-        return _Plan(SimpleNamespace(id=name), 15, [], [expected_commits(0.85, d) for d in range(6)], [MODEL] * 6)
+        return _SeqDraft(SimpleNamespace(id=name), 15, [], [expected_commits(0.85, d) for d in range(6)], [MODEL] * 6)
 
     synced, new = plan("synced"), plan("new")
     fit = (0.004, 0.00002)

@@ -84,18 +84,18 @@ def test_cancel_while_a_step_planned_ahead_is_in_flight(engines, monkeypatch):
     (first, second), (_, want) = apply_requests(plain, 2, max_tokens=64)
     free = ahead.kv.allocator.num_free
     a, b = ahead.add_request(first), ahead.add_request(second)
-    while ahead._flight is None and not a.is_finished:
+    while ahead._ahead is None and not a.is_finished:
         ahead.step()
-    assert ahead._flight is not None
+    assert ahead._ahead is not None
     ahead.cancel(a)  # its rows of the step in flight are dropped; its blocks are free again
     while ahead.has_work():
         ahead.step()
     assert a.finish_reason == "cancelled" and b.output_ids == want
     # The last one, alone, cancelled in flight: the next step drops the step and starts afresh.
     c = ahead.add_request(first)
-    while ahead._flight is None and not c.is_finished:
+    while ahead._ahead is None and not c.is_finished:
         ahead.step()
-    assert ahead._flight is not None
+    assert ahead._ahead is not None
     ahead.cancel(c)
     assert not ahead.has_work() and ahead.kv.allocator.num_free == free
     d = ahead.add_request(second)
@@ -109,9 +109,9 @@ def test_a_request_arriving_while_a_step_planned_ahead_is_in_flight(engines):
     ahead, plain = engines
     (first, second), want = apply_requests(plain, 2, max_tokens=64)
     a = ahead.add_request(first)
-    while ahead._flight is None and not a.is_finished:
+    while ahead._ahead is None and not a.is_finished:
         ahead.step()
-    assert ahead._flight is not None
+    assert ahead._ahead is not None
     b = ahead.add_request(second)
     while ahead.has_work():
         ahead.step()
