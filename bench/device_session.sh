@@ -16,7 +16,7 @@
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
 # heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, rag, rag_old,
-# apply60_old. bench/device_run.sh is the
+# apply60_old, stepfp, stepfp_old. bench/device_run.sh is the
 # one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -150,6 +150,10 @@ job() {
     rag) $t 300 python3 -m bench.rag --questions 10 ;;
     rag_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
       $t 300 python3 -m bench.rag --questions 10) ;;
+    # The step loop's fingerprint (bench/step_fingerprint.py) with the 0.5B on the GPU, this tree and the older one.
+    stepfp) $t 300 python3 -m bench.step_fingerprint --model qwen2.5-coder-0.5b ;;
+    stepfp_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+      $t 300 python3 -m bench.step_fingerprint --model qwen2.5-coder-0.5b) ;;
     # The 0.5B's 60 apply cases of the older tree: a refactor must keep its tokens and steps (issue 33).
     apply60_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
       $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60_old --configs "lookup K=16 +prediction" \
