@@ -240,8 +240,8 @@ def print_table(summaries: dict[str, dict], data: Path, console: Console) -> Non
     for name, s in summaries.items():
         speed = [f"{s['accepted_per_step']:.2f}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}"] \
             if "accepted_per_step" in s else ["-", "-", "-"]
-        table.add_row(name, str(s.cases), str(s.exact), str(s.refused), str(s.wrong_but_valid),
-                      str(s.ambiguous), str(s.ranked), f"{s['mean_similarity']:.4f}", f"{s['seconds_mean']:.3f}",
+        table.add_row(name, str(s["cases"]), str(s["exact"]), str(s["refused"]), str(s["wrong_but_valid"]),
+                      str(s["ambiguous"]), str(s["ranked"]), f"{s['mean_similarity']:.4f}", f"{s['seconds_mean']:.3f}",
                       f"{s['seconds_max']:.3f}", *speed)
     console.print(table)
     outcomes = Table()
@@ -316,13 +316,13 @@ def markdown_report(paths: list[str], data: list[Path], ids: list[str] | None = 
             records = [revalidate(CaseRecord(**r), cases[r["id"]]) for r in recs]
             s = summarize(records)
             checks = Counter(n for r in records for n in r.validation)
-            s.validation = {"ok": sum(not r.validation for r in records), **dict(checks.most_common())}
-            quality.append([name, s.cases, s.exact, s.refused, s.wrong_but_valid, f"{s['mean_similarity']:.3f}",
-                            " ".join(f"{k}={v}" for k, v in s.validation.items()), f"{s['seconds_mean']:.1f}"])
+            s["validation"] = {"ok": sum(not r.validation for r in records), **dict(checks.most_common())}
+            quality.append([name, s["cases"], s["exact"], s["refused"], s["wrong_but_valid"], f"{s['mean_similarity']:.3f}",
+                            " ".join(f"{k}={v}" for k, v in s["validation"].items()), f"{s['seconds_mean']:.1f}"])
             if "accepted_per_step" in s:
-                speed.append([name, s.model_cases, s.prompt_tokens, s.tokens, f"{s['accepted_per_step']:.2f}",
+                speed.append([name, s["model_cases"], s["prompt_tokens"], s["tokens"], f"{s['accepted_per_step']:.2f}",
                               f"{s['acceptance']:.1%}", f"{s['tokens_per_second']:.1f}", f"{s['ttft_s_mean']:.1f}",
-                              histogram_text(s.hist)])
+                              histogram_text(s["hist"])])
     out = table(["method", "cases", "exact", "refused", "wrong but valid", "line sim", "validation", "s/case"], quality)
     if speed:
         out += "\n\n" + table(["method", "model cases", "prompt tok", "output tok", "tok/step", "drafts accepted",
