@@ -78,7 +78,7 @@ class EngineConfig(EnvSettings):
     draft_ahead: bool = Field(False, description=(
         "with one sequence, the draft model drafts the next step on its own CUDA stream while the target "
         "verifies this one (engine/speculative/hybrid.py, drafting ahead; on the CPU one after the other). Off: "
-        "on the H200 the two models' steps slowed each other more than they overlapped"))
+        "the two models' steps slow each other more than they overlap (bench/HISTORY.md, drafting ahead)"))
     attention: Literal[ATTENTION_IMPLS] = Field("auto", description=(
         "paged attention (kernels/paged_attention): auto (the Triton kernel on CUDA, the reference elsewhere) | "
         "triton | ref (gather + SDPA, for comparison)"))

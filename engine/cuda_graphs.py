@@ -117,9 +117,8 @@ class DecodeChain:
     one token per row whose inputs (the token just decoded, its position, its cache slot) are
     computed on the GPU from the step before, then one read of the n tokens (`decode`). Captured as
     a CUDA graph of one step (`capture`), the n - 1 replays run back to back with no host round trip
-    between them: a 0.5B draft token on the H200 costs its GPU time (1.05-1.09 ms), not that plus
-    the host's staging and read-back of a step (1.15-1.34 ms; bench/HISTORY.md, "Draft tokens fed
-    back on the device").
+    between them: a draft token costs its GPU time, not that plus the host's staging and read-back
+    of a step (bench/HISTORY.md, "Draft tokens fed back on the device").
 
     Its inputs, staged from the host in one copy (`stage`): each row's position after its feed's
     last token, whether the row is real (idle padding rows write to the scratch slot), the row of

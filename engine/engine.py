@@ -113,10 +113,9 @@ class Launched:
 def freeze_loaded_objects() -> None:
     """Take what the process has loaded so far (torch, the model, the tokenizer, grammars: ~300k
     objects) out of the cyclic garbage collector's reach, once per process. A full collection
-    otherwise walks all of it (~80 ms on a 2-core CPU), and the objects a busy engine makes per
-    step trigger one every ~100-150 steps: on the H200 the hybrid drafter's verify steps paid ~200
-    us each for it on average (bench/HISTORY.md, "Draft heads, round two"). vLLM freezes after its
-    start-up too. Unfrozen at exit, so that the final collection still sees them (extension
+    otherwise walks all of it, and the objects a busy engine makes per step trigger one every few
+    hundred steps, a cost every verify step shares (bench/HISTORY.md, "Draft heads, round two").
+    vLLM freezes after its start-up too. Unfrozen at exit, so that the final collection still sees them (extension
     modules count what it frees)."""
     if gc.get_freeze_count() == 0:
         gc.collect()

@@ -123,7 +123,7 @@ class ModelRunner:
     def warm_prefill(self, max_tokens: int) -> None:
         """Run eager prefill forwards of WARM_PREFILL_LENGTHS (up to `max_tokens` and the prefill
         chunk) into scratch blocks, so that Triton compiles the attention variants prompts use now
-        and not in a request (~1 s each on the H200, bench/RESULTS.md). Where CUDA graphs run."""
+        and not in a request (a compile costs about a second). Where CUDA graphs run."""
         lengths = [n for n in WARM_PREFILL_LENGTHS if n <= min(max_tokens, self.cfg.max_batch_tokens)
                    and self.kv.blocks_for(n) <= self.kv.allocator.num_free]
         if self.graphs is None or not lengths:

@@ -16,9 +16,9 @@ speculative verification draw from, without sorting the whole vocabulary:
   summed in float32 in a different order than a sort's cumulative sum, so a row whose boundary
   mass is within ~1e-6 of top_p may keep one token more or fewer than a sort-based reference.
 
-Measured on the H200 (eager, [16, 151936]): greedy 0.05 ms; top-p 0.3 ms where the top 256 settle
-it (LM-like, Zipf-shaped rows); 3.3 ms for flat rows, launch-bound in the bisection. top-p makes
-one host sync (are all rows settled?), so it cannot be captured in a CUDA graph as is.
+top-p is cheap where the top 256 tokens settle it (language-model rows) and launch-bound in the
+bisection on flat rows (bench/HISTORY.md has the timings). It makes one host sync (are all rows
+settled?), so it cannot be captured in a CUDA graph as is.
 """
 
 from __future__ import annotations

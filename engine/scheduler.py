@@ -33,10 +33,9 @@ from engine.kv_cache import KVCache
 from engine.sequence import Sequence, Status
 from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 
-# Plan ahead only while at most this many sequences run. Measured on the H200 (bench/HISTORY.md,
-# "The next step planned ahead"): one sequence gains 9-23% (the bet holds in ~85-93% of apply
-# steps); 8 and 32 concurrent requests lost 7-10% with it, unexplained (the planning itself costs
-# ~60 us a step there), and all of them must accept whole drafts at once for a bet to hold.
+# Plan ahead only while at most this many sequences run: one sequence gains (the bet holds in most
+# apply steps), several lose (all must accept whole drafts at once for a bet to hold), as measured
+# in bench/HISTORY.md, "The next step planned ahead".
 PLAN_AHEAD_MAX_SEQS = 1
 
 

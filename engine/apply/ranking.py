@@ -26,10 +26,9 @@ from engine.types import Request, SamplingParams
 from prompts.apply import build_apply_prompt
 
 # A reading is taken when its log-probability leads the next one's by this many nats (e^10, about
-# 22,000 to 1); nearer readings are a refusal with them all. Calibrated on the dev sets (dev,
-# dev_messy, dev_hard) with both presets on the H200: the model put a wrong reading first by up
-# to 8.6 nats where the right one was offered, never by more; bench/HISTORY.md, "Apply you can
-# trust", has the table by margin band.
+# 22,000 to 1); nearer readings are a refusal with them all. Set above the largest lead a wrong
+# reading had over the right one on the dev sets with both presets (bench/HISTORY.md, "Apply you
+# can trust", the table by margin band).
 MARGIN = 10.0
 CONTEXT = 3  # lines of the readings' shared text shown on each side of the stretch they differ in
 AFTER = 2  # lines of their shared text after that stretch that are scored

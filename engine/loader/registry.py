@@ -87,12 +87,10 @@ PRESETS: dict[str, ModelPreset] = {
         ),
     ]
 }
-# The default model, chosen on the apply path's fallback (bench/RESULTS.md, issue 9): the 1.5B
-# model writes 63% of the dev files exactly where the 0.5B writes 18% (H200, the model path forced
-# on every case; every other answer is refused either way). On the H200 that costs ~1 s a
-# request; on a 2-core CPU a fallback takes ~1.8x the 0.5B's time (168 s against 95 s, and
-# chat and RAG answers ~1.65x) -- still the better trade for an apply tool, where a refusal costs
-# the user a retry. `--model qwen2.5-coder-0.5b` is one flag away (`make demo` uses it).
+# The default model, chosen on the apply path's fallback: the 1.5B writes several times more dev
+# files exactly than the 0.5B when the model path is forced, at under twice its time (bench/
+# RESULTS.md, "Apply quality") -- the better trade for an apply tool, where a refusal costs the
+# user a retry. `--model qwen2.5-coder-0.5b` is one flag away (`make demo` uses it).
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 

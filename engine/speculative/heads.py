@@ -1,7 +1,7 @@
 """Draft heads: the target drafts its own next tokens from the step it just verified.
 
-A draft model costs a forward per drafted token (on the H200 the 0.5B's ~1.05 ms is 57% of the
-1.5B's whole verify step, bench/RESULTS.md), so it barely pays at batch 1. Medusa's heads cost
+A draft model costs a forward per drafted token (the 0.5B's is over half the 1.5B's whole verify
+step, bench/RESULTS.md), so it barely pays at batch 1. Medusa's heads cost
 almost nothing: head k is one residual block on the target's last hidden state,
 `h + silu(W_k h + b_k)`, read out through the target's own lm_head, and it guesses the token k + 1
 positions ahead. They run inside every verify step of the target (CausalLM.greedy_rows: the heads'

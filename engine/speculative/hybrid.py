@@ -30,9 +30,8 @@ PROBE_EVERY = 16
 PROBE_SHARE = 0.05
 MIN_PROBE_SHARE = 0.01
 MIN_GAIN = 1.05
-# The share of the target's step that the draft model's forwards drafting ahead hide: on the H200
-# a 0.5B forward (1.3 ms alone) beside the 1.5B's K=16 step (2.1 ms) hid 0.85-1.2 ms of it, the
-# two slowing each other (bench.step_time --beside, bench/RESULTS.md).
+# The share of the target's step that the draft model's forwards drafting ahead hide, the two
+# slowing each other (measured with bench.step_time --beside: bench/HISTORY.md, drafting ahead).
 OVERLAP_SHARE = 0.5
 
 

@@ -79,8 +79,9 @@ class SortedIndex:
 
     `hashes` holds every n-gram's `gram_hash` in ascending order, `ends[i]` the position right
     after the n-gram of `hashes[i]` (a stable sort: one n-gram's occurrences stay in position
-    order). Built in a few numpy passes -- ~0.3 ms for 4k tokens, a dict of lists (index_ngrams)
-    ~1.3 ms -- and read with two bisections (~1 us, a dict ~0.3 us). `get(gram)` gives what
+    order). Built in a few numpy passes -- several times faster than a dict of lists
+    (index_ngrams) -- and read with two bisections (bench/HISTORY.md, "Draft heads, round three").
+    `get(gram)` gives what
     `index_ngrams(tokens, n).get(gram)` gives, the sorted positions, plus, where two n-grams share
     a 64-bit hash, the other one's: `find_anchor` keeps only the candidates that really match.
 

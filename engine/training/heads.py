@@ -20,9 +20,8 @@ dataset.
 
 A held-out slice of the chunks (`holdout`) is scored before and after: each head's top-1
 agreement with its label, and the mean number of leading heads that all agree (the heads' tokens
-accepted per step were the target to write the held-out text itself). On the H200 the 1.5B
-trains on ~60k tokens a second (batches of 16 x 512) and answers 1,024 requests in ~80 s;
-bench/HISTORY.md has the runs (with answers: "Draft heads, round two").
+accepted per step were the target to write the held-out text itself). bench/HISTORY.md has the
+runs and their speed ("Draft heads", rounds two to four).
 
     editapply train-heads --model MODEL --corpus DIR_OR_FILE... [--heads 3] [--steps 600] [--answers 0]
 """

@@ -24,9 +24,8 @@ def triton_supports(head_dim: int) -> bool:
 
 def resolve_impl(impl: str, device: torch.device, head_dim: int, kv_dtype: str = "auto") -> str:
     """"auto" -> triton on CUDA for head dims it supports, ref elsewhere. Triton off CUDA needs its
-    interpreter (tests). int4 KV stays on ref under "auto" until its Triton path is timed: the
-    whole-engine token test that once differed on the H200 in bf16 (near-tie logits of a random
-    model) gives the same tokens there in fp32 (83ee2c3); `triton` forces it."""
+    interpreter (tests). int4 KV stays on ref under "auto" until its Triton path is timed (its
+    tokens match in fp32; bf16 near-ties of a random model once differed); `triton` forces it."""
     if impl not in IMPLS:
         raise ValueError(f"attention must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
