@@ -32,6 +32,9 @@ CPU_KV_BUDGET_BYTES = 1 << 30
 # or not, and the number of splits, which follow from the length) that prefills use.
 WARM_PREFILL_LENGTHS = (64, 128, 256, 512, 1024, 2048)
 SCORE_ROWS = 256  # rows of one lm_head pass when a prefill scores tokens (`prefill`)
+# A prefill of at most this many tokens a sequence (a question after a cached document) runs as
+# verify-shaped CUDA graph replays, K positions at a time (`_graph_prefill`).
+SHORT_PREFILL = 64
 
 
 class ModelRunner:
@@ -164,6 +167,8 @@ class ModelRunner:
         """Run a prefill plan's forward, writing K/V. With `picks` [(row, token)], the
         log-probability of each token after its row (score requests, engine._score_picks): the
         lm_head runs on those rows only, SCORE_ROWS at a time ([SCORE_ROWS, vocab] fp32 each)."""
+        if not picks and self._graph_prefill(batch):
+            return []
         hidden, _, keep = self._run(batch)
         if not picks:
             return []
@@ -175,6 +180,22 @@ class ModelRunner:
             logits = self.model.compute_logits(hidden[rows[i : i + SCORE_ROWS]])  # [n, vocab]
             out.append(torch.log_softmax(logits, dim=-1).gather(1, tokens[i : i + SCORE_ROWS, None])[:, 0])
         return torch.cat(out).tolist()
+
+    def _graph_prefill(self, batch: list[tuple[Sequence, list[int]]]) -> bool:
+        """Run a short prefill (every feed at most SHORT_PREFILL tokens) through the captured
+        verify graphs, K positions of each sequence a replay; False where it does not apply (no
+        graphs, a long feed). Eager, a few tokens pay a launch from Python for every kernel of
+        every layer: most of a later RAG question's time to first token (bench/HISTORY.md, "Step
+        loop, RAG host path, two wrong-but-valid shapes"). A block's padding rows write past the
+        feed, into positions the sequence's verify block reserves (`Scheduler.admit`) and its next
+        forward writes again before any row reads them."""
+        graphs, k = self.graphs, self.cfg.verify_tokens
+        if graphs is None or len(batch) > graphs.max_batch or any(len(feed) > SHORT_PREFILL for _, feed in batch):
+            return False
+        for at in range(0, max(len(feed) for _, feed in batch), k):
+            block = [(seq, feed[at : at + k]) for seq, feed in batch if len(feed) > at]
+            graphs.run(block, [seq.num_cached + at for seq, _ in block])
+        return True
 
     @torch.inference_mode()
     def verify(self, batch: list[tuple[Sequence, list[int]]], logits: bool = False,
