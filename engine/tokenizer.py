@@ -114,15 +114,13 @@ class Tokenizer:
         that comes back request after request (a RAG prompt's documents) is then tokenized once
         (`encode_document`). The pieces' ids are joined only where the text's own tokenization
         splits there too (`_joins`); elsewhere the message is tokenized whole."""
-        texts = [m.get("content") or "" for m in messages]
-        texts = [c if isinstance(c, str) else "".join(c) for c in texts]
         marked = [dict(m, content=f"\ue000{i}\ue001") for i, m in enumerate(messages)]
         text = self.apply_chat_template(marked, add_generation_prompt)
         parts = _MARK.split(text)
         if len(parts) != 2 * len(messages) + 1 or [int(p) for p in parts[1::2]] != list(range(len(messages))):
             # The template rewrote a content (trimmed it, say), so contents cannot be told from the
             # template here: encode the real rendering as a whole, special spellings included.
-            whole = [dict(m, content=t) for m, t in zip(messages, texts)]
+            whole = [dict(m, content=_joined(m.get("content"))) for m in messages]
             return self._with_bos(self.encode(self.apply_chat_template(whole, add_generation_prompt), parse_special=True))
         ids: list[int] = []
         for j, part in enumerate(parts):
@@ -130,7 +128,7 @@ class Tokenizer:
                 ids += self.encode(part, parse_special=True) if part else []
             else:
                 content = messages[int(part)].get("content") or ""
-                ids += self._encode_pieces(content) if not isinstance(content, str) else self.encode(content) if content else []
+                ids += self._encode_pieces([content] if isinstance(content, str) else content)
         return self._with_bos(ids)
 
     def _encode_pieces(self, pieces: list[str]) -> list[int]:
@@ -156,6 +154,11 @@ class Tokenizer:
 
 
 _MARK = re.compile("\ue000(\\d+)\ue001")
+
+
+def _joined(content) -> str:
+    """A message's content as one string (`encode_chat` takes a list of pieces too)."""
+    return "".join(content) if isinstance(content, list) else content
 
 
 def _token_text(tok) -> str | None:

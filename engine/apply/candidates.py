@@ -192,11 +192,10 @@ def _beheads(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, keys: set
     goes whole; its first line alone goes only where the segment writes a line in its place that
     defines something or names it (a rename, `self.default = self.defaults = function`).
     `ends(row)` is `construct_end` of an original row."""
-    if c.head is c.tail:
+    written = seg[c.head.seg_end : c.tail.seg_start]
+    if c.head is c.tail or any(definition(line) for line in written):
         return False
-    written = " ".join(seg[c.head.seg_end : c.tail.seg_start])
-    if any(definition(line) for line in seg[c.head.seg_end : c.tail.seg_start]):
-        return False
+    written = " ".join(written)
     for p in range(c.head.orig_end, c.tail.orig_start):
         key = index.defines[p]
         if key and key not in keys and not re.search(rf"\b{re.escape(key.split()[-1])}\b", written) \
