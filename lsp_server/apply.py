@@ -7,11 +7,15 @@
   applied only on "Apply anyway". A snippet that can be read several ways, none chosen (by the
   model, or in deterministic mode), is refused with its `readings`; the server asks which one
   (`window/showMessageRequest`), or returns them for the client to show (`pickReadings`) and
-  apply with `applyMerged`. Returns `{applied, edits, uri, version, path, diff, validation,
-  stats, usage, readings}` (`path`: which path served it: deterministic, ranked or model;
-  `edits`: text edits sent; `readings`: `{label, diff, merged, logprob}` each).
+  apply with `applyMerged`. Likewise a model's file that failed validation where the merge
+  validated (`candidate`, mode model): a `pickReadings` client gets it back unapplied, to offer
+  the merge and the model's text for review; others are asked "Apply anyway" on the model's
+  text. Returns `{applied, edits, uri, version, path, merged, diff, validation, stats, usage,
+  readings, candidate}` (`path`: which path served it: deterministic, ranked or model; `merged`:
+  the result's text, applied or not; `edits`: text edits sent; `readings`: `{label, diff,
+  merged, logprob}` each; `candidate`: `{label, diff, merged}` or null).
 * `editapply.preview {uri, snippet?, instruction?, mode?}`: the same run, nothing applied; returns
-  `{uri, version, merged, diff, validation, stats, usage, readings}`.
+  `{uri, version, merged, diff, validation, stats, usage, readings, candidate}`.
 * `editapply.applyMerged {uri, version, merged, hunks?}`: take a previewed text as is (no merge,
   no validation), still version checked; the document must be open. With `hunks` (indexes into
   the preview's `hunks`), only those changes are applied: per-hunk review.
@@ -115,12 +119,16 @@ def summary(result: ApplyResult) -> str:
     if result.path != "model":
         return f"deterministic merge · {verdict}"
     s = result.stats
-    return f"{figures(result.usage.completion_tokens, s.tokens_per_second, s.accepted_per_step)} · {verdict}"
+    offer = " · the merge validates: for review" if result.candidate is not None else ""
+    return f"{figures(result.usage.completion_tokens, s.tokens_per_second, s.accepted_per_step)} · {verdict}{offer}"
 
 
 async def confirm(ls: EditApplyServer, snap: Snapshot, result: ApplyResult) -> bool:
     """Ask whether to apply a result that failed validation; only "Apply anyway" says yes."""
     reasons = "; ".join(str(p) for p in result.validation.problems if p.severity == "error")
+    if result.candidate is not None:  # not applied from a button: it needs a look (editapply.preview shows it)
+        label = result.candidate.label
+        reasons += f". {label[0].upper()}{label[1:]}: {PREVIEW} with mode deterministic shows it"
     answer = await asyncio.shield(ls.window_show_message_request_async(types.ShowMessageRequestParams(
         type=types.MessageType.Warning,
         message=f"editapply: the edit of {snap.path or snap.uri} failed validation: {reasons}",
@@ -171,11 +179,14 @@ async def send_edit(ls: EditApplyServer, run: ApplyRun, snap: Snapshot, new_text
 
 
 def _result(snap: Snapshot, result: ApplyResult) -> dict:
+    """The result as both commands return it: the HTTP answer's fields, a text named `merged`."""
     d = result.as_dict()
-    readings = [{"label": r["label"], "diff": r["diff"], "merged": r["merged_code"], "logprob": r["logprob"]}
-                for r in d["readings"]]
-    return {"uri": snap.uri, "version": snap.version, "diff": d["diff"], "hunks": d["hunks"],
-            "validation": d["validation"], "stats": d["stats"], "usage": d["usage"], "readings": readings}
+
+    def choice(r: dict) -> dict:
+        return {"label": r["label"], "diff": r["diff"], "merged": r["merged_code"], "logprob": r["logprob"]}
+    return {"uri": snap.uri, "version": snap.version, "merged": d["merged_code"], "diff": d["diff"], "hunks": d["hunks"],
+            "validation": d["validation"], "stats": d["stats"], "usage": d["usage"],
+            "readings": [choice(r) for r in d["readings"]], "candidate": d["candidate"] and choice(d["candidate"])}
 
 
 def _review(snap: Snapshot, merged: str) -> dict:
@@ -211,6 +222,8 @@ def register(server: EditApplyServer) -> None:
                 text = result.merged_code
             elif result.readings:  # ambiguous: the client picks (pickReadings), or the server asks
                 text = None if ls.settings.pick_readings else await pick_reading(ls, snap, result)
+            elif result.candidate is not None and ls.settings.pick_readings:
+                text = None  # the client offers the merge and the model's text for review
             else:
                 text = result.merged_code if await confirm(ls, snap, result) else None
             if text is not None:
@@ -228,8 +241,7 @@ def register(server: EditApplyServer) -> None:
     async def preview(ls: EditApplyServer, args: dict) -> dict:
         a = apply_args(PREVIEW, args)
         snap = documents.snapshot(ls, a.uri)
-        result = await run_pipeline(ls, snap, a, "preview")
-        return {"merged": result.merged_code, **_result(snap, result)}
+        return _result(snap, await run_pipeline(ls, snap, a, "preview"))
 
     @server.command(HUNKS)
     async def review(ls: EditApplyServer, args: dict) -> dict:

@@ -15,7 +15,7 @@ VS Code sends a namespaced configuration):
 | `mode` | `auto` | `auto`, `model` or `deterministic` (see engine/apply/pipeline.py) |
 | `promptForm` | `null` (= `draft`) | `draft` or `rewrite`: the apply prompt's form on the model path |
 | `maxTokens` | `null` (= the expected answer's size plus a margin; 512 for ask) | cap on generated tokens |
-| `pickReadings` | `false` | the client shows an ambiguous snippet's readings itself (a pick list) and applies the chosen one with `editapply.applyMerged`; without it the server asks with `window/showMessageRequest` |
+| `pickReadings` | `false` | the client shows an ambiguous snippet's readings (a pick list), and a refused model file's deterministic `candidate`, itself, and applies the chosen text with `editapply.applyMerged`; without it the server asks with `window/showMessageRequest` |
 
 A bad value is not fatal (jedi-language-server's rule): `parse` returns the defaults for it and a
 message naming the key, the value and the default used, which the server shows with

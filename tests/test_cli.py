@@ -163,7 +163,7 @@ def test_json_prints_the_v1_apply_response(tmp_path, target):
     run = editapply(str(target), snippet_file(tmp_path, INSERT), "--json", "--no-model")
     assert run.returncode == 0
     body = json.loads(run.stdout)
-    assert set(body) == {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks"}
+    assert set(body) == {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks", "candidate"}
     assert body["validation"] == {"ok": True, "problems": []}
     assert set(body["usage"]) == {"prompt_tokens", "completion_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens"}
     assert body["stats"]["path"] == "deterministic" and body["stats"]["merge_status"] == "exact"
@@ -198,6 +198,12 @@ def test_model_mode_with_the_ci_model(tmp_path, target, ci_model_dir):
     assert run.returncode == 1 and not body["validation"]["ok"] and "truncated" in body["validation"]["problems"][0]["name"]
     assert "refusing to write" in run.stderr.decode()
     assert_untouched(target)
+    # The merge validated: offered for review (issue 32 item 4), never written.
+    merge = json.loads(editapply(str(target), snippet_file(tmp_path, INSERT), "--no-model", "--json").stdout)
+    assert body["candidate"]["merged_code"] == merge["merged_code"]
+    run = editapply(str(target), snippet_file(tmp_path, INSERT), "--mode", "model", "--model", str(ci_model_dir),
+                    "--max-tokens", "16")
+    assert run.returncode == 1 and "the model did not confirm it: --mode deterministic gives it" in run.stderr.decode()
 
 
 def test_an_edit_to_an_empty_file_of_no_known_language_is_never_a_silent_success(tmp_path, ci_model_dir):

@@ -209,6 +209,9 @@ def _print_summary(err: Console, result: ApplyResult) -> None:
     err.print(verdict)
     for p in result.validation.problems:
         err.print(Text(f"  {p.severity}: {p}", style="red" if p.severity == "error" else "yellow"), soft_wrap=True)
+    if result.candidate is not None:
+        err.print(Text(f"{result.candidate.label}: --mode deterministic gives it", style="cyan"),
+                  soft_wrap=True)
     if result.readings and not result.ok:
         err.print("the snippet can be read these ways; take one with --reading N:", soft_wrap=True)
         for n, r in enumerate(result.readings, 1):

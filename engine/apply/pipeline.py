@@ -1,16 +1,18 @@
 """The apply pipeline: what to do with a request, and the result every front end returns.
 
     result = apply_edit(engine, ApplyRequest(initial_code=text, edit_snippet=snippet, path="app.py"))  # run.py
-    result.as_dict()  # {merged_code, diff, validation, usage, stats, readings, hunks}: the `POST /v1/apply` response
+    result.as_dict()  # {merged_code, diff, validation, usage, stats, readings, hunks, candidate}: `POST /v1/apply`'s answer
 
 Modes (`ApplyRequest.mode`), and which path serves the request (`stats.path`):
 
-* `auto` (default): the deterministic merge when its status is `exact`, its confidence is at least
-  HIGH_CONFIDENCE (`confidence.py`) and its result validates (which includes: every deleted line
-  is explained); otherwise the model, with the best (partial) merge as the predicted output the
-  lookup drafter reads first. A model result that fails validation is a refusal with its
-  reasons: an untrusted merge is never returned as an answer (nor without an engine);
-* `model`: always the model (the merge still predicts its output);
+* `auto` (default): the deterministic merge when the snippet has one reading that validates
+  (readings.py: every decision point's options merged and checked; validation includes that every
+  deleted line is explained); the reading the model ranks first when it has several; otherwise
+  the model, with the best (partial) merge as the predicted output the lookup drafter reads
+  first. A model result that fails validation is a refusal with its reasons: an untrusted merge
+  is never returned as an answer (nor without an engine);
+* `model`: always the model (the merge still predicts its output). Where the model's file fails
+  validation and the merge validated, the refusal carries the merge as `candidate`, for review;
 * `deterministic`: never the model; a snippet that matches nowhere is bad input (`NoMatchError`).
 
 A unified diff or search/replace blocks as the snippet are applied as written (one that applies
@@ -331,14 +333,27 @@ def model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats,
         validation = Validation.of([*validation.problems, Problem(
             "merge_not_trusted", f"the deterministic merge was not used either: {plan.reason}", "warning")])
     out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started, max_tokens=job.max_tokens)
-    return _result(original, text, req.path, validation, Usage.of(stats), out)
+    return _result(original, text, req.path, validation, Usage.of(stats), out,
+                   candidate=None if validation.ok else _candidate(plan))
+
+
+def _candidate(plan: Plan) -> ReadingChoice | None:
+    """The merge a refused model file leaves for review: the deterministic result, where it
+    validated and is the one reading (mode model asked the model anyway). Not a result: the
+    model did not confirm it, so it is shown, never applied on its own."""
+    if plan.candidate is None or plan.validation is None or not plan.validation.ok or len(plan.readings) > 1:
+        return None
+    why = (f"the deterministic merge ({plan.merge_status}, confidence {plan.confidence:.2f})" if plan.kind == "snippet"
+           else "the unified diff applied as written" if plan.kind == "diff" else "the search/replace blocks applied as written")
+    return ReadingChoice(f"{why} validates, but the model did not confirm it",
+                         plan.candidate, unified_diff(plan.request.initial_code, plan.candidate, _label(plan.request.path)))
 
 
 def _result(original: str, text: str, path: str | None, validation: Validation, usage: Usage, stats: ApplyStats,
-            readings: tuple[ReadingChoice, ...] = ()) -> ApplyResult:
+            readings: tuple[ReadingChoice, ...] = (), candidate: ReadingChoice | None = None) -> ApplyResult:
     """The result for `text`, with its diff and hunks from `original`."""
     return ApplyResult(text, unified_diff(original, text, _label(path)), validation, usage, stats, readings,
-                       tuple(hunks(original, text)))
+                       tuple(hunks(original, text)), candidate)
 
 
 def _label(path: str | None) -> str:

@@ -94,8 +94,9 @@ class ApplyStats:
 
 @dataclass(frozen=True)
 class ReadingChoice:
-    """One reading of an ambiguous snippet, as a result offers it: what it means, the file it
-    gives, its diff, and the model's log-probability of it when ranked."""
+    """One reading of an ambiguous snippet (or the merge a refused model file leaves for review:
+    `ApplyResult.candidate`), as a result offers it: what it means, the file it gives, its diff,
+    and the model's log-probability of it when ranked."""
 
     label: str
     merged_code: str
@@ -111,7 +112,9 @@ class ApplyResult:
     """What every front end returns. `readings` lists the snippet's readings when it is
     ambiguous: the one taken first when the model chose (`stats.path` "ranked"), or the choices
     of a refusal. `hunks`: the changes from the file to `merged_code` one by one (hunks.py),
-    which editors accept or reject one at a time."""
+    which editors accept or reject one at a time. `candidate`: where the model's file failed
+    validation but the deterministic merge validated, that merge, offered for review: the model
+    did not confirm it, so no front end applies it without the user's look."""
 
     merged_code: str
     diff: str
@@ -120,6 +123,7 @@ class ApplyResult:
     stats: ApplyStats
     readings: tuple[ReadingChoice, ...] = ()
     hunks: tuple[Hunk, ...] = ()
+    candidate: ReadingChoice | None = None
 
     @property
     def ok(self) -> bool:
@@ -148,18 +152,22 @@ class ApplyResult:
             "stats": self.stats.as_dict(),
             "readings": [r.as_dict() for r in self.readings],
             "hunks": described(self.diff, list(self.hunks)),
+            "candidate": None if self.candidate is None else self.candidate.as_dict(),
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "ApplyResult":
         v = d["validation"]
         problems = tuple(Problem(p["name"], p["reason"], p.get("severity", "error"), p.get("line")) for p in v["problems"])
-        readings = tuple(ReadingChoice(r["label"], r["merged_code"], r["diff"], r.get("logprob"))
-                         for r in d.get("readings") or ())
+
+        def choice(r: dict) -> ReadingChoice:
+            return ReadingChoice(r["label"], r["merged_code"], r["diff"], r.get("logprob"))
+        readings = tuple(choice(r) for r in d.get("readings") or ())
         found = tuple(Hunk(h["start"], h["end"], h["newStart"], h["newEnd"]) for h in d.get("hunks") or ())
         usage = Usage(**{f.name: d["usage"].get(f.name, 0) for f in fields(Usage)})
+        candidate = choice(d["candidate"]) if d.get("candidate") else None
         return cls(d["merged_code"], d["diff"], Validation(bool(v["ok"]), problems), usage,
-                   ApplyStats.from_dict(d["stats"]), readings, found)
+                   ApplyStats.from_dict(d["stats"]), readings, found, candidate)
 
 
 @dataclass(frozen=True)

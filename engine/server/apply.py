@@ -43,7 +43,7 @@ ROUTE = "/v1/apply"
 router = APIRouter()
 
 STREAM_EVENTS = ('{"type": "delta", "text"} with the model\'s raw output as it is written (the model path only), then '
-                 '{"type": "result", merged_code, diff, validation, usage, stats, readings, hunks}; an error after the '
+                 '{"type": "result", merged_code, diff, validation, usage, stats, readings, hunks, candidate}; an error after the '
                  'stream started is {"type": "error", "error": {...}}')
 
 
@@ -170,6 +170,8 @@ def refused(result: ApplyResult) -> APIError:
         return APIError(422, f"the snippet can be read {len(result.readings)} ways and none was chosen ({readings}); "
                              f"POST {ROUTE} with `reading` takes one", code="ambiguous_snippet", param="edit_snippet")
     reasons = "; ".join(p.reason for p in result.validation.problems if p.severity == "error")
+    if result.candidate is not None:
+        reasons += "; the deterministic merge validates, though the model did not confirm it: mode deterministic returns it"
     return APIError(422, f"the merge failed validation, so no file is returned: {reasons}", code="validation_failed",
                     param="edit_snippet")
 

@@ -61,6 +61,7 @@ class ApplyResponse(Event):
     stats: ApplyStats
     readings: list[ReadingChoice]
     hunks: list[HunkItem]
+    candidate: ReadingChoice | None
 
 
 class ApplyResultEvent(ApplyResponse):

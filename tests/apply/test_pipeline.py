@@ -39,7 +39,7 @@ AREA_FUZZY = "# ... existing code ...\n    def area(self):\n        return self.
 # The area change, and a method the merge cannot place (nothing in it occurs in the file): the
 # model writes the stretch between the placed neighbours.
 UNPLACED = AREA_FUZZY + "    def volume_zzz(self, depth):\n        return depth * 0\n# ... existing code ...\n"
-RESPONSE_KEYS = {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks"}
+RESPONSE_KEYS = {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks", "candidate"}
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens"}
 STATS_KEYS = {"steps", "accepted_per_step", "accepted_per_step_hist", "tokens_per_second", "ttft_ms", "path", "merge_status"}
 
@@ -150,6 +150,7 @@ def test_auto_sends_a_snippet_the_merge_cannot_place_to_the_model(shapes_py, ser
     names = [p.name for p in result.validation.problems]
     assert names[0] == "truncated" and names[-1] == "merge_not_trusted"
     assert "merge partial" in result.validation.problems[-1].reason
+    assert result.candidate is None  # the partial merge did not validate: nothing to offer
 
 
 def test_model_mode_always_runs_the_model_and_reports_validation(shapes_py, service):
@@ -159,6 +160,20 @@ def test_model_mode_always_runs_the_model_and_reports_validation(shapes_py, serv
     assert not v["ok"] and v["problems"][0]["name"] == "truncated"  # reported, not hidden
     assert v["ok"] == (not any(p["severity"] == "error" for p in v["problems"]))
     assert {"name", "reason", "severity", "line"} <= set(v["problems"][0])
+
+
+def test_a_refused_model_file_offers_the_merge_that_validated_for_review(shapes_py, service):
+    """Issue 32 item 4: mode model, and the model's file fails validation (12 tokens cannot hold
+    the file) where the merge validated: the refusal carries that merge as `candidate`, said to be
+    unconfirmed by the model, and still refuses (`merged_code` is the model's text)."""
+    req = ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model", max_tokens=12)
+    result = apply_edit(service, req)
+    merge = apply_edit(None, ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="deterministic"))
+    assert not result.ok and result.merged_code != merge.merged_code
+    c = result.candidate
+    assert c.merged_code == merge.merged_code and c.diff == merge.diff and c.logprob is None
+    assert c.label == "the deterministic merge (exact, confidence 1.00) validates, but the model did not confirm it"
+    assert ApplyResult.from_dict(result.as_dict()).candidate == c
 
 
 @pytest.mark.parametrize("form", ["rewrite", "draft"])

@@ -251,6 +251,27 @@ def test_ask_streams_into_a_split(nvim: Path, tmp_path: Path, ci_model_dir):
     assert report["reports"][0]["status"].startswith("editapply: ask (1 document) ")
 
 
+def test_a_refused_model_file_offers_the_merge_for_review(nvim: Path, tmp_path: Path, ci_model_dir):
+    """Issue 32, item 4: `:EditApply` in mode model whose file fails validation (maxTokens 8
+    cannot hold it) where the deterministic merge validated: vim.ui.select offers the merge (its
+    label says the model did not confirm it) or the model's text; the merge's preview says so in
+    its winbar, the buffer untouched until `a` applies it. Engine: local CI model."""
+    case = dev_case("golang/groupcache@e2abff3bea")
+    file = write_case(tmp_path, case)
+    report = run_spec(nvim, "candidate", tmp_path, env=CI_ENGINE_ENV, file=str(file), snippet=case["update_snippet"],
+                      pick=1, cmd=[EDITAPPLY, "lsp"], settings={"model": CI_MODEL, "mode": "model", "maxTokens": 8})
+    assert errors(report) == []
+    [offer] = report["picks"]
+    assert "the model's edit of repo/peers.go failed validation; review which?" in offer["prompt"]
+    merge, model = offer["items"]
+    assert merge.startswith("the merge: the deterministic merge (exact, confidence 1.00) validates, but the model "
+                            "did not confirm it (+3 −0 lines)")
+    assert model.startswith("the model's text: validation FAILED: the model stopped (length)")
+    assert "merge not confirmed by the model" in report["preview"]["winbar"]
+    assert text(report["during"]) == case["original"] and report["during"]["modified"] is False
+    assert text(report["after"]) == case["expected"] and report["after"]["modified"] is True
+
+
 def test_cancel_stops_a_model_apply(nvim: Path, tmp_path: Path, ci_model_dir):
     """`:EditApplyCancel` while the model writes an apply: the command ends as cancelled, nothing
     is applied, and the statusline is clear again. Engine: local CI model."""

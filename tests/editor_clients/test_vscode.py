@@ -278,6 +278,27 @@ def test_the_validation_question_is_a_modal_that_cannot_be_missed(code_server: C
     assert report["saved"] == merged
 
 
+def test_a_refused_model_file_offers_the_merge_for_review(code_server: CodeServer, tmp_path: Path, ci_model_dir):
+    """Issue 32, item 4: mode model (workspace settings), and the model's file fails validation
+    (maxTokens 8 cannot hold it) where the deterministic merge validated. A modal gives the model's
+    reasons and offers the merge for review; its preview says the model did not confirm it, the
+    document is untouched until Accept, which applies the merge. Engine: local CI model."""
+    case = dev_case("golang/groupcache@e2abff3bea")
+    file = write_case(code_server, case)
+    settings = code_server.workspace / ".vscode" / "settings.json"
+    settings.parent.mkdir(exist_ok=True)
+    settings.write_text(json.dumps({"editapply.mode": "model", "editapply.maxTokens": 8}))
+    try:
+        report = drive(code_server, "candidate", file, case["update_snippet"], tmp_path)
+    finally:
+        settings.unlink()
+    keep_screenshot(tmp_path / "candidate.png", "vscode-candidate.png")
+    assert report["modal"] is True and "the model's edit of" in report["dialog"]
+    assert "The deterministic merge (exact, confidence 1.00) validates, but the model did not confirm it" in report["dialog"]
+    assert report["fileTabDirtyDuringPreview"] is False
+    assert report["saved"] == case["expected"]
+
+
 FUNCS = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(6))
 TWO_CHANGES = ("def f1():\n    return 10\n\n\n# ... existing code ...\n\n\n"
                "def f4():\n    return 40\n\n\n# ... existing code ...\n")

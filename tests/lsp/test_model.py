@@ -118,6 +118,33 @@ async def test_model_apply_reports_progress_and_applies_or_asks(client: Language
         assert editor.text(uri) == case["original"]
 
 
+async def test_a_refused_model_file_offers_the_merge_for_review(client: LanguageClient, editor: Editor):
+    """Issue 32 item 4: mode model, the model's file fails validation (maxTokens 8 cannot hold
+    it) where the deterministic merge validated. A `pickReadings` client gets the result back
+    unapplied, with the merge as `candidate` and the model's text as `merged`, and no question; a
+    client without it is asked about the model's text, told that the merge validates. Nothing is
+    applied either way. Engine: local CI model in-process."""
+    case, uri = open_case(client, editor, "golang/groupcache@e2abff3bea", "peers.go")
+    settings = {"maxTokens": 8, "pickReadings": True}
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=settings))
+    try:
+        result = await editor.execute("editapply.apply", {"uri": uri, "snippet": case["update_snippet"], "mode": "model"})
+        assert not result["applied"] and not result["validation"]["ok"] and editor.requests == []
+        assert result["validation"]["problems"][0]["name"] == "truncated" and result["merged"] != case["expected"]
+        candidate = result["candidate"]
+        assert candidate["merged"] == case["expected"] and "the model did not confirm it" in candidate["label"]
+        assert candidate["diff"].startswith("--- a/peers.go")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"pickReadings": None}))
+        result = await editor.execute("editapply.apply", {"uri": uri, "snippet": case["update_snippet"], "mode": "model"})
+        [question] = editor.requests
+        assert "failed validation" in question.message and "The deterministic merge (exact, confidence 1.00) validates" in question.message
+        assert not result["applied"] and result["candidate"]["merged"] == case["expected"]
+        assert editor.edits == [] and editor.text(uri) == case["original"]
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"maxTokens": None, "pickReadings": None}))
+
+
 async def test_typing_during_a_model_apply_makes_it_stale(client: LanguageClient, editor: Editor):
     """The user types while the model writes: the apply is stopped at once, fails with
     stale_version, and nothing is applied. Engine: local CI model in-process."""

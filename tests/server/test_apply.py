@@ -35,7 +35,7 @@ def test_deterministic_mode_reproduces_the_expected_file(client, case_id):
     r = client.post("/v1/apply", json=body(case, mode="deterministic"))
     assert r.status_code == 200, r.text
     result = r.json()
-    assert set(result) == {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks"}
+    assert set(result) == {"merged_code", "diff", "validation", "usage", "stats", "readings", "hunks", "candidate"}
     assert result["merged_code"] == case["expected"]
     assert apply_unified_diff(case["original"], result["diff"]) == case["expected"]
     assert result["validation"] == {"ok": True, "problems": []}
@@ -59,6 +59,7 @@ def test_model_mode_streams_deltas_then_the_result(live):
     # merge well, so only the mechanics are checked here).
     assert usage["accepted_prediction_tokens"] > 0 and result["stats"]["steps"] < 24
     assert [p["name"] for p in result["validation"]["problems"]][0] == "truncated"
+    assert result["candidate"] is None  # the snippet has two readings: no one merge to offer
 
 
 def test_chat_completion_apply_form_answers_with_the_merged_file(live):

@@ -13,7 +13,8 @@ return {
   root_markers = { ".git", "pyproject.toml", "package.json", "go.mod", "Cargo.toml" },
   -- The server's settings (lsp_server/settings.py): engineUrl, apiKey, model, backend, vllmUrl,
   -- mode, promptForm, maxTokens. Unset keys take the server's defaults. `pickReadings`: an
-  -- ambiguous snippet's readings come back to the plugin, which offers them (vim.ui.select).
+  -- ambiguous snippet's readings, and a refused model file's merge, come back to the plugin,
+  -- which offers them (vim.ui.select).
   init_options = { pickReadings = true },
   handlers = {
     -- The server's code action runs editapply.apply with no callback of the plugin's: its result

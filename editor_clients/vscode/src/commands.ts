@@ -3,7 +3,9 @@
 // as `workspace/applyEdit`, which the language client applies; a result that fails validation is
 // offered by the server itself ("Apply anyway" / "Cancel"). A snippet the server can read several
 // ways comes back unapplied with its readings (we told it `pickReadings`): they are offered here in
-// a pick list, and the chosen one is applied with `editapply.applyMerged`.
+// a pick list, and the chosen one is applied with `editapply.applyMerged`. So does a model's file
+// that failed validation where the deterministic merge validated (its `candidate`): either text is
+// offered as a preview, the merge marked as not confirmed by the model; neither is applied unseen.
 import * as path from "node:path";
 import { env, ThemeIcon, Uri, window, workspace } from "vscode";
 import type { QuickPickItem, TextEditor } from "vscode";
@@ -13,8 +15,8 @@ import type { Pages } from "./pages";
 import { Previews, SCHEME } from "./preview";
 import type { Preview } from "./preview";
 import {
-  describeFailure, describeResult, fenceLanguage, hunkAt, namedFile, pickSnippet, rankTargets, readingItems,
-  readingsToPick, validationReasons,
+  candidateToReview, describeFailure, describeResult, fenceLanguage, hunkAt, namedFile, pickSnippet, rankTargets,
+  readingItems, readingsToPick, validationReasons,
 } from "./snippet";
 import type { Hunk, Reading, Validation } from "./snippet";
 
@@ -24,8 +26,10 @@ type Client = () => LanguageClient;
 interface Result {
   uri: string;
   version: number | null;
+  merged: string;
   validation: Validation;
   readings?: Reading[];
+  candidate?: Reading | null;
 }
 
 export interface ApplyResult extends Result {
@@ -34,9 +38,7 @@ export interface ApplyResult extends Result {
   path?: string;
 }
 
-interface PreviewResult extends Result {
-  merged: string;
-}
+type PreviewResult = Result;
 
 /** Run a server command; a failure is shown (a cancel quietly) and gives undefined. */
 async function run<T>(client: Client, command: string, args: object): Promise<T | undefined> {
@@ -69,13 +71,18 @@ async function apply(client: Client, previews: Previews, target: Uri, snippet: s
 export async function applied(client: Client, previews: Previews, result: ApplyResult): Promise<void> {
   const target = Uri.parse(result.uri);
   const readings = readingsToPick(result);
-  if (readings.length === 0) {
+  const candidate = candidateToReview(result);
+  if (readings.length === 0 && candidate === undefined) {
     window.setStatusBarMessage(describeResult(result, label(target)), 8000);
     return;
   }
   if (result.version === null) { // a file the server read from disk: applyMerged needs it open
-    void window.showWarningMessage(`editapply: the snippet can be read ${readings.length} ways; ` +
-      `open ${label(target)} and apply it again to choose`);
+    const what = candidate ? "the model's edit failed validation" : `the snippet can be read ${readings.length} ways`;
+    void window.showWarningMessage(`editapply: ${what}; open ${label(target)} and apply it again to choose`);
+    return;
+  }
+  if (candidate !== undefined) {
+    await reviewCandidate(previews, { ...result, version: result.version }, candidate);
     return;
   }
   const picked = await pickReading(readings, label(target), true);
@@ -83,6 +90,27 @@ export async function applied(client: Client, previews: Previews, result: ApplyR
   const reading = { target, version: result.version, merged: readings[picked.index].merged };
   if (picked.diff) await previews.show(reading, `reading ${picked.index + 1}`);
   else await applyMerged(client, reading);
+}
+
+const REVIEW_MERGE = "Review the Merge";
+const REVIEW_MODEL = "Review the Model's Text";
+
+/** A model's file that failed validation where the deterministic merge validated: a modal with the
+ * model's reasons offers either text as a preview (Accept applies it); the merge is marked as not
+ * confirmed by the model. Closing it changes nothing. */
+async function reviewCandidate(previews: Previews, result: Result & { version: number }, candidate: Reading): Promise<void> {
+  const target = Uri.parse(result.uri);
+  const reasons = validationReasons(result.validation).join("; ");
+  const choice = await window.showWarningMessage(
+    `editapply: the model's edit of ${label(target)} failed validation: ${reasons}`,
+    { modal: true, detail: `${candidate.label[0].toUpperCase()}${candidate.label.slice(1)}. Review either text before ` +
+      "applying it." },
+    REVIEW_MERGE, REVIEW_MODEL);
+  if (choice === REVIEW_MERGE) {
+    await previews.show({ target, version: result.version, merged: candidate.merged }, "merge not confirmed by the model");
+  } else if (choice === REVIEW_MODEL) {
+    await previews.show({ target, version: result.version, merged: result.merged }, "validation failed");
+  }
 }
 
 const DIFF_BUTTON = { iconPath: new ThemeIcon("diff"), tooltip: "Show the diff first (Accept applies it)" };
@@ -181,6 +209,11 @@ export async function preview(client: Client, previews: Previews): Promise<void>
       await previews.show({ target: document.uri, version: result.version, merged: readings[picked.index].merged },
                           `reading ${picked.index + 1}`);
     }
+    return;
+  }
+  const candidate = candidateToReview(result);
+  if (candidate !== undefined) {
+    await reviewCandidate(previews, { ...result, version: result.version }, candidate);
     return;
   }
   const failed = !result.validation.ok;

@@ -150,6 +150,12 @@ export function readingsToPick(result: { applied?: boolean; validation?: Validat
   return result.applied !== true && result.validation?.ok === false ? result.readings ?? [] : [];
 }
 
+/** The deterministic merge a result leaves for review: a model's file failed validation (nothing
+ * applied) where the merge validated; undefined otherwise. */
+export function candidateToReview(result: { applied?: boolean; validation?: Validation; candidate?: Reading | null }): Reading | undefined {
+  return result.applied !== true && result.validation?.ok === false ? result.candidate ?? undefined : undefined;
+}
+
 /** Lines a unified diff adds and removes, counted in its hunks (not its ---/+++ header). */
 export function diffLines(diff: string): { added: number; removed: number } {
   let added = 0;

@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import {
-  describeFailure, describeResult, diffLines, fenceLanguage, fencedBlockAt, hunkAt, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
+  candidateToReview, describeFailure, describeResult, diffLines, fenceLanguage, fencedBlockAt, hunkAt, namedFile, pickSnippet, rankTargets, readingItems, readingsToPick,
   validationReasons,
 } from "../src/snippet";
 
@@ -138,6 +138,15 @@ describe("readings", () => {
     assert.deepEqual(readingsToPick({ applied: true, validation: { ok: true }, readings: [END, KEEP] }), []);
     assert.deepEqual(readingsToPick({ validation: { ok: true }, readings: [END, KEEP] }), []);
     assert.deepEqual(readingsToPick({ applied: false, validation: { ok: false } }), []);
+  });
+
+  it("leave a refused model file's merge for review only when nothing was applied", () => {
+    const refused = { validation: { ok: false }, candidate: END };
+    assert.equal(candidateToReview({ ...refused, applied: false }), END);
+    assert.equal(candidateToReview(refused), END); // a preview
+    assert.equal(candidateToReview({ ...refused, applied: true }), undefined); // "Apply anyway" was taken
+    assert.equal(candidateToReview({ validation: { ok: false }, candidate: null }), undefined);
+    assert.equal(candidateToReview({ validation: { ok: true }, candidate: END }), undefined);
   });
 
   it("count a diff's lines in its hunks, not its header", () => {

@@ -24,6 +24,8 @@
 --   narrow     :EditApplyPreview in a window `columns` wide
 --   readme     the README's plain-Neovim block (`code`), the snippet in register "s"
 --   hunks      :EditApplyPreview, `s` on the line `accept` names, then `x` on the line `reject` names
+--   candidate  :EditApply on the model path whose file fails validation: item `pick` of the review
+--              offer (vim.ui.select), its preview, then `a`
 local scenario, config_path = arg[1], arg[2]
 local config = vim.json.decode(table.concat(vim.fn.readfile(config_path), "\n"))
 local TIMEOUT_MS = 60000
@@ -276,6 +278,21 @@ if scenario == "readings_code_action" then
     end)
   end)
   local timeout = wait("the picked reading", function() return said("applied") or failed() end)
+  return finish(timeout or { after = buffer(target) })
+end
+
+if scenario == "candidate" then
+  answer = config.pick
+  vim.fn.setreg("+", config.snippet)
+  vim.cmd("EditApply")
+  local timeout = wait("the preview window", function() return vim.bo.filetype == "diff" or failed() end)
+  if timeout or failed() then
+    return finish(timeout)
+  end
+  report.preview = { lines = vim.api.nvim_buf_get_lines(0, 0, -1, false), winbar = vim.wo.winbar }
+  report.during = buffer(target)
+  vim.cmd("normal a")
+  timeout = wait("the accepted merge", function() return said("applied") or failed() end)
   return finish(timeout or { after = buffer(target) })
 end
 

@@ -5,7 +5,8 @@
 //
 //   node drive.mjs CONFIG.json   CONFIG: {url, file, snippet, question?, chat?, chatLine?, chromium, report,
 //                                 screenshot, failureScreenshot, scenario: apply|selection|preview|cancel|
-//                                 readings|readingsDiff|readingsCodeAction|invalidPreview}
+//                                 readings|readingsDiff|readingsCodeAction|invalidApply|invalidPreview|
+//                                 candidate|hunks|status}
 import { readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { chromium } from "playwright-core";
@@ -201,6 +202,23 @@ try {
     await palette("editapply: Apply Clipboard to Current File");
     await dialog.waitFor();
     await dialog.getByRole("button", { name: "Apply anyway" }).click();
+    await page.locator(`${fileTab}.dirty`).waitFor();
+    report.saved = await saveAndRead();
+  } else if (config.scenario === "candidate") {
+    // Mode model, and the model's file fails validation where the merge validated: a modal offers
+    // either text for review; the merge's preview is marked unconfirmed, and Accept applies it.
+    await palette("editapply: Apply Clipboard to Current File");
+    const dialog = page.locator(".monaco-dialog-box", { hasText: "failed validation" });
+    await dialog.waitFor({ timeout: 3 * STEP_TIMEOUT_MS }); // the first model run loads the model
+    report.dialog = await dialog.innerText();
+    report.modal = await page.locator(".monaco-dialog-modal-block").count() > 0;
+    await page.screenshot({ path: config.screenshot });
+    await dialog.getByRole("button", { name: "Review the Merge" }).click();
+    await page.locator(".tabs-container .tab.active", { hasText: "not confirmed by the model" }).waitFor();
+    report.fileTabDirtyDuringPreview = await page.locator(`${fileTab}.dirty`).count() > 0;
+    step("previewed");
+    await titleButton("Accept").click();
+    await previewTab.waitFor({ state: "detached" });
     await page.locator(`${fileTab}.dirty`).waitFor();
     report.saved = await saveAndRead();
   } else if (config.scenario === "hunks") {

@@ -14,7 +14,9 @@
 -- text edits, versioned), which Neovim applies; a preview's Accept is `editapply.applyMerged`.
 -- A snippet the server can read several ways comes back unapplied with its readings (the plugin
 -- sends `pickReadings`): vim.ui.select offers them, and the one chosen goes through applyMerged
--- (a preview shows it first).
+-- (a preview shows it first). So does a model's file that failed validation where the deterministic
+-- merge validated (its `candidate`): vim.ui.select offers the merge, marked as not confirmed by the
+-- model, or the model's text, as a preview; neither is applied unseen.
 local editapply = require("editapply")
 
 local M = {}
@@ -94,6 +96,16 @@ local function readings_to_pick(result)
   end
 end
 
+--- The deterministic merge a result leaves for review: a model's file failed validation (nothing
+--- applied) where the merge validated; nil otherwise.
+local function candidate_to_review(result)
+  if result.applied ~= true and not result.validation.ok and type(result.candidate) == "table" then
+    return result.candidate
+  end
+end
+
+local review_candidate -- below, with the preview it opens
+
 --- "+0 −1 lines": what a reading's unified diff changes (its hunks, not its ---/+++ header).
 local function changes(diff)
   local added, removed, in_hunk = 0, 0, false
@@ -147,14 +159,16 @@ end
 --- What an `editapply.apply` result asks of the user: an ambiguous snippet's reading to pick
 --- (applied once picked), else nothing but a message saying what was done.
 function M.applied(target, result)
-  local readings = readings_to_pick(result)
-  if readings and result.version == vim.NIL then -- a file the server read from disk: applyMerged needs it open
-    notify(("the snippet can be read %d ways: open %s and apply it again to choose"):format(#readings, file(target)),
-      vim.log.levels.WARN)
+  local readings, candidate = readings_to_pick(result), candidate_to_review(result)
+  if (readings or candidate) and result.version == vim.NIL then -- a file the server read from disk: applyMerged needs it open
+    local what = readings and ("the snippet can be read %d ways"):format(#readings) or "the model's edit failed validation"
+    notify(("%s: open %s and apply it again to choose"):format(what, file(target)), vim.log.levels.WARN)
   elseif readings then
     pick_reading(target, readings, function(reading)
       apply_merged(target, result, reading.merged)
     end)
+  elseif candidate then
+    review_candidate(target, result, candidate)
   elseif not result.applied then
     notify("nothing applied to " .. file(target))
   else
@@ -280,13 +294,40 @@ local function show_preview(target, review, status)
   end, { buffer = buf, desc = "editapply: reject the change under the cursor" })
 end
 
+--- A model's file that failed validation where the deterministic merge validated: vim.ui.select
+--- offers the merge (not confirmed by the model) or the model's text, shown as a preview.
+review_candidate = function(target, result, candidate)
+  local model = validation_line(result.validation)
+  local choices = {
+    { merged = candidate.merged, item = ("the merge: %s (%s)"):format(candidate.label, changes(candidate.diff)),
+      status = "merge not confirmed by the model" },
+    { merged = result.merged, item = "the model's text: " .. model, status = "the model's text · " .. model },
+  }
+  vim.ui.select(choices, {
+    prompt = ("editapply: the model's edit of %s failed validation; review which?"):format(file(target)),
+    kind = "editapply.candidate",
+    format_item = function(c)
+      return c.item
+    end,
+  }, function(choice)
+    if choice then
+      editapply.command(target, "editapply.hunks", { uri = result.uri, merged = choice.merged }, function(review)
+        show_preview(target, review, choice.status)
+      end)
+    end
+  end)
+end
+
 function M.preview(opts)
   local job, why = M.resolve(opts)
   if not job then
     return notify(why, vim.log.levels.WARN)
   end
   editapply.command(job.target, "editapply.preview", args(job), function(result)
-    local readings = readings_to_pick(result)
+    local readings, candidate = readings_to_pick(result), candidate_to_review(result)
+    if candidate then
+      return review_candidate(job.target, result, candidate)
+    end
     if not readings then
       return show_preview(job.target, result, validation_line(result.validation))
     end

@@ -28,7 +28,8 @@ local running = {} -- request id -> client, for :EditApplyCancel
 local progress = {} -- progress token -> { title, message }
 
 --- The settings as the server takes them: every key, vim.NIL for unset ones; and `pickReadings`:
---- an ambiguous snippet's readings come back to the plugin, which offers them (apply.lua).
+--- an ambiguous snippet's readings, and a refused model file's merge, come back to the plugin,
+--- which offers them (apply.lua).
 function M.server_settings(settings)
   local out = { pickReadings = true }
   for _, key in ipairs(SETTING_KEYS) do
