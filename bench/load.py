@@ -16,8 +16,11 @@ never assert.
 one oversized apply (`--oversized-bytes` of code, mode auto) on the idle server; then
 `--chat-clients` chat clients alone for `--duration` s; then the same beside `--apply-clients`
 clients of deterministic `/v1/apply` (12 dev-set cases spread by size) and one more oversized
-apply. Prints chat latency in both phases, errors, what the oversized requests got and when, and
-the memory of the server and of its merge workers before and after. `--server-root` starts the
+apply. `--rounds N` repeats the two phases N times, alternating, and prints each pair's ratio of
+chat p50 (beside / alone) and their median: on a shared machine, whose speed drifts over minutes,
+only phases run side by side compare. Prints chat latency in both phases, errors, what the
+oversized requests got and when, and the memory of the server and of its merge workers before and
+after. `--server-root` starts the
 server from another source tree (an unpacked older commit: the same run before a change), and
 `--server-env K=V` sets its environment (`EDITAPPLY_MERGE_WORKERS=0`: merges in threads).
 """
@@ -281,14 +284,17 @@ async def drive_mixed(url: str, args, cases: list[dict], pid: int | None) -> dic
         probe_idle = await one(client, "probe", *PROBE)
         oversized_idle, probe_beside = await asyncio.gather(one(client, "oversized", "/v1/apply", big),
                                                             one(client, "probe", *PROBE))
-        alone = await phase(client, {args.chat_kind: args.chat_clients}, args.duration, cases, args.max_tokens)
-        oversized = asyncio.create_task(one(client, "oversized", "/v1/apply", big))
-        loaded = await phase(client, {args.chat_kind: args.chat_clients, args.apply_kind: args.apply_clients}, args.duration,
-                             cases, args.max_tokens)
-        oversized_loaded = await oversized
+        pairs, oversized_loaded = [], None
+        for _ in range(args.rounds):
+            alone = await phase(client, {args.chat_kind: args.chat_clients}, args.duration, cases, args.max_tokens)
+            oversized = asyncio.create_task(one(client, "oversized", "/v1/apply", big)) if not pairs else None
+            loaded = await phase(client, {args.chat_kind: args.chat_clients, args.apply_kind: args.apply_clients},
+                                 args.duration, cases, args.max_tokens)
+            oversized_loaded = oversized_loaded or await oversized
+            pairs.append((alone, loaded))
         after = memory_mb(pid)
     return {"probe_idle": probe_idle, "probe_beside": probe_beside, "oversized_idle": oversized_idle,
-            "oversized_loaded": oversized_loaded, "alone": alone, "loaded": loaded, "before": before, "after": after}
+            "oversized_loaded": oversized_loaded, "pairs": pairs, "before": before, "after": after}
 
 
 def _outcome(r: Record) -> str:
@@ -299,7 +305,9 @@ def report_mixed(m: dict, args, model: str) -> dict:
     print(header(f"Robustness under load: {args.chat_clients} chat clients, then beside {args.apply_clients} "
                  f"deterministic-apply clients, {args.duration:.0f} s each, {model}"))
     rows = []
-    for name, records in (("chat alone", m["alone"]), ("chat + applies", m["loaded"])):
+    alone = [r for a, _ in m["pairs"] for r in a]
+    loaded = [r for _, b in m["pairs"] for r in b]
+    for name, records in (("chat alone", alone), ("chat + applies", loaded)):
         for kind in (args.chat_kind, args.apply_kind):
             if recs := [r for r in records if r.kind == kind]:
                 ok = [r.seconds * 1000 for r in recs if r.ok]
@@ -307,6 +315,14 @@ def report_mixed(m: dict, args, model: str) -> dict:
                 rows.append([name, kind, len(recs), len(recs) / args.duration, len(recs) - len(ok), pct(ok, 0.5),
                              pct(ok, 0.99), pct(ttft, 0.5) if ttft else "-"])
     print(table(["phase", "kind", "requests", "per s", "errors", "p50 ms", "p99 ms", "ttft p50 ms"], rows))
+    print()
+    ratios = []
+    for n, (a, b) in enumerate(m["pairs"], 1):
+        p50 = [pct([r.seconds * 1000 for r in recs if r.ok and r.kind == args.chat_kind], 0.5) for recs in (a, b)]
+        applies = sum(r.kind == args.apply_kind and r.ok for r in b) / args.duration
+        ratios.append([n, p50[0], p50[1], applies, p50[1] / p50[0]])
+    print(table(["round", "chat p50 alone ms", "chat p50 beside applies ms", "applies per s", "beside / alone"], ratios))
+    print(f"median of the rounds' ratios: {statistics.median(r[-1] for r in ratios):.2f}")
     print()
     size = f"{args.oversized_bytes:,}-byte apply (auto)"
     big = [[f"{size}, idle server", _outcome(m["oversized_idle"]), m["oversized_idle"].seconds * 1000,
@@ -319,9 +335,9 @@ def report_mixed(m: dict, args, model: str) -> dict:
                   "workers_rss_before_mb": m["before"][1], "workers_rss_after_mb": m["after"][1]}
         print()
         print(table(list(memory), [list(memory.values())]))
-    for r in [r for r in m["alone"] + m["loaded"] if not r.ok][:5]:
+    for r in [r for r in alone + loaded if not r.ok][:5]:
         print(f"error ({r.kind}): {r.error}")
-    return {"rows": rows, "oversized": big, "memory": memory}
+    return {"rows": rows, "rounds": ratios, "oversized": big, "memory": memory}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -346,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chat-kind", choices=("chat", "chat-stream"), default="chat",
                         help="--mixed: the chat clients' requests (chat-stream: streamed, time to first token too)")
     parser.add_argument("--oversized-bytes", type=int, default=3_000_000, help="--mixed: the oversized apply's size")
+    parser.add_argument("--rounds", type=int, default=1, help="--mixed: alone/beside pairs, alternating")
     parser.add_argument("--server-root", help="start the server from this source tree (e.g. an older commit, unpacked)")
     parser.add_argument("--server-env", action="append", default=[], metavar="K=V", help="environment of the server")
     args = parser.parse_args(argv)
