@@ -4,6 +4,7 @@
     python -m bench.load --clients 32 --duration 120 --model qwen2.5-coder-0.5b
     python -m bench.load --url http://127.0.0.1:8000      # an already running server (no RSS then)
     python -m bench.load --mixed --duration 60            # robustness under load (issue 10), below
+    python -m bench.load --mixed --rounds 4 --client-nice 19 [--apply-server]   # chat beside applies, paired
 
 Each client loops over a mix of requests (default: chat, streamed chat, RAG, deterministic apply on
 dev-set cases; `--mix` adds `apply-model`). The server runs in its own process, started here on a
@@ -18,7 +19,9 @@ one oversized apply (`--oversized-bytes` of code, mode auto) on the idle server;
 clients of deterministic `/v1/apply` (12 dev-set cases spread by size) and one more oversized
 apply. `--rounds N` repeats the two phases N times, alternating, and prints each pair's ratio of
 chat p50 (beside / alone) and their median: on a shared machine, whose speed drifts over minutes,
-only phases run side by side compare. Prints chat latency in both phases, errors, what the
+only phases run side by side compare. `--apply-server` sends the applies of the loaded phases to a
+second server process started here: the CPU is shared as before, the interpreter is not (what
+costs chat its speed: the CPU, or the server's GIL). Prints chat latency in both phases, errors, what the
 oversized requests got and when, and the memory of the server and of its merge workers before and
 after. `--server-root` starts the
 server from another source tree (an unpacked older commit: the same run before a change), and
@@ -263,22 +266,26 @@ def memory_mb(pid: int | None) -> tuple[float, float] | None:
     return proc.memory_info().rss / 2**20, sum(c.memory_info().rss for c in proc.children(recursive=True)) / 2**20
 
 
-async def phase(client, kinds: dict[str, int], duration: float, cases, max_tokens: int) -> list[Record]:
-    """`kinds[k]` clients of each kind, each looping over its kind's requests for `duration` s."""
+async def phase(clients: dict[str, httpx.AsyncClient], kinds: dict[str, int], duration: float, cases,
+                max_tokens: int) -> list[Record]:
+    """`kinds[k]` clients of each kind (on `clients[k]`), each looping over its kind's requests for
+    `duration` s."""
     records: list[Record] = []
     deadline = time.monotonic() + duration
-    await asyncio.gather(*(client_loop(client, [kind], i, deadline, cases, max_tokens, records)
+    await asyncio.gather(*(client_loop(clients[kind], [kind], i, deadline, cases, max_tokens, records)
                            for kind, n in kinds.items() for i in range(n)))
     return records
 
 
-async def drive_mixed(url: str, args, cases: list[dict], pid: int | None) -> dict:
+async def drive_mixed(url: str, args, cases: list[dict], pid: int | None, apply_url: str | None = None) -> dict:
     n = args.chat_clients + args.apply_clients + 2
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     big = oversized_body(args.oversized_bytes, cases)
-    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600), limits=limits) as client:
+    async with (httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600), limits=limits) as client,
+                httpx.AsyncClient(base_url=apply_url or url, timeout=httpx.Timeout(600), limits=limits) as applier):
+        clients = {args.chat_kind: client, args.apply_kind: applier}
         for kind in (args.chat_kind, args.apply_kind):
-            await one(client, kind, *requests(kind, 0, cases, args.max_tokens))
+            await one(clients[kind], kind, *requests(kind, 0, cases, args.max_tokens))
         await asyncio.sleep(args.warmup)
         before = memory_mb(pid)
         probe_idle = await one(client, "probe", *PROBE)
@@ -286,9 +293,9 @@ async def drive_mixed(url: str, args, cases: list[dict], pid: int | None) -> dic
                                                             one(client, "probe", *PROBE))
         pairs, oversized_loaded = [], None
         for _ in range(args.rounds):
-            alone = await phase(client, {args.chat_kind: args.chat_clients}, args.duration, cases, args.max_tokens)
+            alone = await phase(clients, {args.chat_kind: args.chat_clients}, args.duration, cases, args.max_tokens)
             oversized = asyncio.create_task(one(client, "oversized", "/v1/apply", big)) if not pairs else None
-            loaded = await phase(client, {args.chat_kind: args.chat_clients, args.apply_kind: args.apply_clients},
+            loaded = await phase(clients, {args.chat_kind: args.chat_clients, args.apply_kind: args.apply_clients},
                                  args.duration, cases, args.max_tokens)
             oversized_loaded = oversized_loaded or await oversized
             pairs.append((alone, loaded))
@@ -312,7 +319,7 @@ def report_mixed(m: dict, args, model: str) -> dict:
             if recs := [r for r in records if r.kind == kind]:
                 ok = [r.seconds * 1000 for r in recs if r.ok]
                 ttft = [r.ttft * 1000 for r in recs if r.ok and r.ttft is not None]
-                rows.append([name, kind, len(recs), len(recs) / args.duration, len(recs) - len(ok), pct(ok, 0.5),
+                rows.append([name, kind, len(recs), len(recs) / (args.duration * args.rounds), len(recs) - len(ok), pct(ok, 0.5),
                              pct(ok, 0.99), pct(ttft, 0.5) if ttft else "-"])
     print(table(["phase", "kind", "requests", "per s", "errors", "p50 ms", "p99 ms", "ttft p50 ms"], rows))
     print()
@@ -363,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="--mixed: the chat clients' requests (chat-stream: streamed, time to first token too)")
     parser.add_argument("--oversized-bytes", type=int, default=3_000_000, help="--mixed: the oversized apply's size")
     parser.add_argument("--rounds", type=int, default=1, help="--mixed: alone/beside pairs, alternating")
+    parser.add_argument("--apply-server", action="store_true",
+                        help="--mixed: the applies go to a second server process started here (no shared interpreter)")
+    parser.add_argument("--client-nice", type=int, default=0,
+                        help="lower the load generator's CPU priority by this much (clients on other machines take none)")
     parser.add_argument("--server-root", help="start the server from this source tree (e.g. an older commit, unpacked)")
     parser.add_argument("--server-env", action="append", default=[], metavar="K=V", help="environment of the server")
     args = parser.parse_args(argv)
@@ -380,16 +391,27 @@ def main(argv: list[str] | None = None) -> int:
         proc = start_server(args.model, port, args.max_num_seqs, args.max_model_len, args.server_root,
                             dict(kv.split("=", 1) for kv in args.server_env))
     pid = proc.pid if proc else None
+    applier, apply_url = None, None
+    if args.apply_server:
+        apply_port = free_port()
+        apply_url = f"http://127.0.0.1:{apply_port}"
+        applier = start_server(args.model, apply_port, args.max_num_seqs, args.max_model_len, args.server_root,
+                               dict(kv.split("=", 1) for kv in args.server_env))
+    if args.client_nice:
+        os.nice(args.client_nice)  # after the server started: it keeps its own priority
     try:
         wait_healthy(url, proc)
+        if applier is not None:
+            wait_healthy(apply_url, applier)
         if args.mixed:
-            run = asyncio.run(drive_mixed(url, args, cases, pid))
+            run = asyncio.run(drive_mixed(url, args, cases, pid, apply_url))
         else:
             run = asyncio.run(drive(url, args.clients, args.duration, mix, cases, args.max_tokens, pid, args.warmup))
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=30)
+        for p in (proc, applier):
+            if p is not None:
+                p.terminate()
+                p.wait(timeout=30)
     result = report_mixed(run, args, args.model) if args.mixed else report(run, args, args.model)
     if args.json:
         print(f"wrote {save_json(args.json, result)}")
