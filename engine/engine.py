@@ -18,6 +18,7 @@ A step has four phases, named as in the code (nano-vllm's shape):
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import secrets
 import time
@@ -161,28 +162,13 @@ class LLMEngine:
 
     def check_request(self, request: Request) -> None:
         """Raise RequestError if `request` can never run on this engine."""
-        check_prompt_length(request.prompt_ids, self.cfg.max_model_len)
-        check_score_from(request)
-        n = len(request.prompt_ids)
-        if self.kv.blocks_for(n + self.cfg.verify_tokens) > self.kv.num_blocks:
-            raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv.num_blocks * self.kv.block_size} tokens)",
-                               "context_length_exceeded")
-        vocab = self.runner.model_config.vocab_size
-        if request.prompt_ids and not (0 <= min(request.prompt_ids) and max(request.prompt_ids) < vocab):
-            raise RequestError(f"prompt has token ids outside the vocabulary [0, {vocab})")
-        k = request.verify_tokens or self.cfg.verify_tokens
-        if not 1 <= k <= 64:
-            raise RequestError(f"verify_tokens must be in [1, 64], got {k}")
-        kind = request.drafter or self.cfg.drafter
-        if request.score_from is not None:
-            return  # a score request only prefills: no drafter runs for it
-        if kind not in DRAFTER_KINDS:
-            raise RequestError(f"unknown drafter {request.drafter!r}; choose one of {', '.join(DRAFTER_KINDS)}")
-        if kind in MODEL_DRAFTERS:
-            if self.hybrid is None:
-                raise RequestError(f"drafter {kind!r} needs the engine's draft model; this engine has none "
-                                   "(start it with EDITAPPLY_DRAFTER=hybrid or EDITAPPLY_DRAFT_MODEL)")
-            self.hybrid.model.check(n)
+        self.limits.check(request)
+
+    @functools.cached_property
+    def limits(self) -> "RequestLimits":
+        draft = None if self.hybrid is None else self.hybrid.model.capacity()
+        return RequestLimits(self.cfg.max_model_len, self.kv.num_blocks * self.kv.block_size, self.cfg.verify_tokens,
+                             self.runner.model_config.vocab_size, self.cfg.drafter, self.hybrid is not None, draft)
 
     def add_request(self, request: Request) -> Sequence:
         self.check_request(request)
@@ -332,3 +318,44 @@ def _score_picks(batch) -> tuple[list[tuple[int, int]], list[Sequence]]:
                 owners.append(seq)
         row += len(feed)
     return picks, owners
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What decides whether a request can ever run on a loaded engine (`LLMEngine.check_request`):
+    plain figures, so a front end in another process checks a request before sending it
+    (engine/engine_process.py)."""
+
+    max_model_len: int
+    kv_tokens: int  # the KV cache's capacity
+    verify_tokens: int  # the engine's default verify block
+    vocab_size: int
+    drafter: str  # the engine's default drafter
+    draft_model: bool  # whether a draft model (or the target's heads) is loaded
+    draft_kv_tokens: int | None = None  # the draft model's room for a prompt; None: no bound (heads)
+
+    def check(self, request: Request) -> None:
+        """Raise RequestError if `request` can never run."""
+        check_prompt_length(request.prompt_ids, self.max_model_len)
+        check_score_from(request)
+        n = len(request.prompt_ids)
+        if n + self.verify_tokens > self.kv_tokens:
+            raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv_tokens} tokens)",
+                               "context_length_exceeded")
+        if request.prompt_ids and not (0 <= min(request.prompt_ids) and max(request.prompt_ids) < self.vocab_size):
+            raise RequestError(f"prompt has token ids outside the vocabulary [0, {self.vocab_size})")
+        k = request.verify_tokens or self.verify_tokens
+        if not 1 <= k <= 64:
+            raise RequestError(f"verify_tokens must be in [1, 64], got {k}")
+        kind = request.drafter or self.drafter
+        if request.score_from is not None:
+            return  # a score request only prefills: no drafter runs for it
+        if kind not in DRAFTER_KINDS:
+            raise RequestError(f"unknown drafter {request.drafter!r}; choose one of {', '.join(DRAFTER_KINDS)}")
+        if kind in MODEL_DRAFTERS:
+            if not self.draft_model:
+                raise RequestError(f"drafter {kind!r} needs the engine's draft model; this engine has none "
+                                   "(start it with EDITAPPLY_DRAFTER=hybrid or EDITAPPLY_DRAFT_MODEL)")
+            if self.draft_kv_tokens is not None and n > self.draft_kv_tokens:
+                raise RequestError(f"prompt of {n} tokens does not fit the draft model's KV cache "
+                                   f"({self.draft_kv_tokens} tokens for a prompt)", "context_length_exceeded")

@@ -48,7 +48,6 @@ from engine.config import EngineConfig
 from engine.runner import ModelRunner
 from engine.step_cost import StepCost
 from engine.tokenizer import TOKENIZER_PROBE
-from engine.types import RequestError
 
 # A catch-up longer than this many verify blocks is prefilled (eager chunks); a shorter one is fed
 # a verify block at a time, through CUDA graphs where the runner has them.
@@ -288,8 +287,7 @@ class DraftModel:
                 self.blocks.publish(st, seq.tokens, min(st.num_cached, len(seq.tokens)))
         return out
 
-    def check(self, request_len: int) -> None:
-        """Raise RequestError if a prompt of this length can never fit the draft cache."""
-        if self.blocks.blocks_for(request_len + 2 * self.cfg.verify_tokens + 64) > self.blocks.num_blocks:
-            raise RequestError(f"prompt of {request_len} tokens does not fit the draft model's KV cache "
-                               f"({self.blocks.num_blocks * self.blocks.block_size} tokens)", "context_length_exceeded")
+    def capacity(self) -> int:
+        """The longest prompt the draft cache can ever hold (two verify blocks and 64 tokens of
+        room beside it)."""
+        return self.blocks.num_blocks * self.blocks.block_size - 2 * self.cfg.verify_tokens - 64

@@ -143,5 +143,5 @@ class HeadsModel:
     def release(self, seq_id: str) -> None:
         pass
 
-    def check(self, request_len: int) -> None:
-        pass
+    def capacity(self) -> None:
+        return None  # the heads read the target's own cache: no bound of their own
