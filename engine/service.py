@@ -20,7 +20,7 @@ import queue
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Iterator, Protocol
+from typing import AsyncIterator, Callable, Iterator, Protocol
 
 from engine.config import EngineConfig
 from engine.engine import EventCursor, LLMEngine
@@ -55,14 +55,19 @@ class Handle:
     _loop: asyncio.AbstractEventLoop | None = None
     _aqueue: asyncio.Queue | None = None
     _events: EventCursor | None = None
+    _sink: Callable[[Event], None] | None = None  # where events go instead (engine/engine_process.py)
+    wire_id: int | None = None  # its key between processes (engine/engine_process.py)
     done: bool = False
 
     @property
     def id(self) -> str:
         return self.seq.id if self.seq else "pending"
 
-    def _emit(self, event: Event) -> None:
-        if self._loop is not None:
+    def _emit(self, event: Event | Exception) -> None:
+        """Hand `event` to the reader; an exception (the engine is gone) is raised to it instead."""
+        if self._sink is not None:
+            self._sink(event)
+        elif self._loop is not None:
             try:
                 self._loop.call_soon_threadsafe(self._aqueue.put_nowait, event)
             except RuntimeError:  # the consumer's event loop is closed: nobody is listening
@@ -71,9 +76,55 @@ class Handle:
             self._queue.put(event)
 
 
-class EngineService:
-    def __init__(self, engine: LLMEngine):
+class HandleStreams:
+    """`stream`, `astream` and `generate` over the `Handle`s an engine emits into; a reader that
+    stops early cancels its request."""
+
+    def submit(self, request: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
+        raise NotImplementedError
+
+    def cancel(self, handle: Handle) -> None:
+        raise NotImplementedError
+
+    def stream(self, handle: Handle) -> Iterator[Event]:
+        try:
+            while True:
+                event = _raised(handle._queue.get())
+                yield event
+                if event.finished:
+                    return
+        finally:
+            if not handle.done:
+                self.cancel(handle)
+
+    async def astream(self, handle: Handle) -> AsyncIterator[Event]:
+        if handle._aqueue is None:
+            raise RuntimeError("submit(request, loop=...) before astream")
+        try:
+            while True:
+                event = _raised(await handle._aqueue.get())
+                yield event
+                if event.finished:
+                    return
+        finally:
+            if not handle.done:
+                self.cancel(handle)
+
+    def generate(self, request: Request) -> Iterator[Event]:
+        return self.stream(self.submit(request))
+
+
+def _raised(item: Event | Exception) -> Event:
+    if isinstance(item, Exception):
+        raise item
+    return item
+
+
+class EngineService(HandleStreams):
+    def __init__(self, engine: LLMEngine, after_pass: Callable[[], None] | None = None):
+        """Start the engine thread; `after_pass` runs on it after each pass's events are emitted."""
         self.engine = engine
+        self._after_pass = after_pass
         self.tokenizer = engine.tokenizer
         self.cfg = engine.cfg
         self._lock = threading.Condition()
@@ -98,43 +149,21 @@ class EngineService:
         handle = Handle(request)
         if loop is not None:
             handle._loop, handle._aqueue = loop, asyncio.Queue()
+        self.enqueue(handle)
+        return handle
+
+    def enqueue(self, handle: Handle) -> None:
+        """Queue a handle built by the caller (its `_sink` set), unchecked: the engine refuses a
+        request that cannot run with a "rejected" event."""
         with self._lock:
             self._pending.append(handle)
             self._lock.notify()
-        return handle
-
-    def stream(self, handle: Handle) -> Iterator[Event]:
-        try:
-            while True:
-                event = handle._queue.get()
-                yield event
-                if event.finished:
-                    return
-        finally:
-            if not handle.done:
-                self.cancel(handle)
-
-    async def astream(self, handle: Handle) -> AsyncIterator[Event]:
-        if handle._aqueue is None:
-            raise RuntimeError("submit(request, loop=...) before astream")
-        try:
-            while True:
-                event = await handle._aqueue.get()
-                yield event
-                if event.finished:
-                    return
-        finally:
-            if not handle.done:
-                self.cancel(handle)
 
     def cancel(self, handle: Handle) -> None:
         with self._lock:
             handle.cancelled = True
             self._cancels.append(handle)
             self._lock.notify()
-
-    def generate(self, request: Request) -> Iterator[Event]:
-        return self.stream(self.submit(request))
 
     # ---- state for /health and /metrics ----------------------------------------------------
     def load(self) -> EngineLoad:
@@ -179,6 +208,11 @@ class EngineService:
             self.engine.cancel(h.seq)
         self._publish()
 
+    def _publish(self) -> None:
+        self._emit_events()
+        if self._after_pass is not None:
+            self._after_pass()
+
     def _admit(self, handle: Handle) -> None:
         if handle.cancelled:
             handle.done = True
@@ -201,7 +235,7 @@ class EngineService:
                 self.engine.cancel(h.seq)
                 h.seq.finish_reason = "error"
 
-    def _publish(self) -> None:
+    def _emit_events(self) -> None:
         for key, h in list(self._live.items()):
             event = h._events.next()
             if event is None:
@@ -214,15 +248,20 @@ class EngineService:
             h._emit(event)
 
 
-def open_service(cfg: EngineConfig) -> Engine:
+def open_service(cfg: EngineConfig, process: bool = False) -> Engine:
     """The engine `cfg` describes, ready for requests: ours, loaded and stepping in its service
-    thread, or (`backend` vllm) a `vllm serve` it connects to or starts. Raises what loading
-    raises: `RuntimeError` (not installed; `EngineUnavailable`: vLLM not reachable), `OSError`,
-    `ValueError` (a bad folder or config)."""
+    thread (`process`: in a process of its own, engine/engine_process.py), or (`backend` vllm) a
+    `vllm serve` it connects to or starts. Raises what loading raises: `RuntimeError` (not
+    installed; `EngineUnavailable`: vLLM not reachable), `OSError`, `ValueError` (a bad folder or
+    config)."""
     if cfg.backend == "vllm":
         from engine.backends.vllm import open_vllm
 
         return open_vllm(cfg, tokenizer_for(cfg))
+    if process:
+        from engine.engine_process import EngineProcess
+
+        return EngineProcess(cfg)
     return EngineService(LLMEngine(cfg))
 
 

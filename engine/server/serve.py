@@ -41,7 +41,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, a
         print(f"editapply: warning: serving on {host} without an API key; anyone who can reach it can use it "
               "(set --api-key or EDITAPPLY_API_KEY)", file=sys.stderr)
     try:
-        service = open_service(cfg)
+        service = open_service(cfg, process=settings.engine_process)
     except (RuntimeError, OSError, ValueError) as exc:  # not installed, bad folder, checksum, bad config, vLLM down
         return _fail(f"cannot load the model: {exc}")
     app = create_app(service, settings)

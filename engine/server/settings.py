@@ -39,6 +39,9 @@ class ServerSettings(EnvSettings):
         "merges that may wait for a worker (each holds its request, up to 2 x 2 MiB of text) beyond which new "
         "ones get 503"))
     retry_after_s: int = Field(2, ge=0, description="the Retry-After of a 503, in seconds")
+    engine_process: bool = Field(True, description=(
+        "run the engine in a process of its own (engine/engine_process.py), so the server's requests never wait "
+        "on its steps for the interpreter; 0 = a thread of the server"))
     model_id: str | None = Field(None, description=(
         "the model's name for clients; unset = the engine's model name"))
 

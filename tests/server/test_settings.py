@@ -8,9 +8,11 @@ from engine.server.settings import ServerSettings
 
 def test_variables_land_in_their_fields():
     env = {"EDITAPPLY_API_KEY": "k3y", "EDITAPPLY_MAX_QUEUE": "5", "EDITAPPLY_MERGE_WORKERS": "0",
-           "EDITAPPLY_MODEL_ID": "editapply-small", "EDITAPPLY_MAX_MODEL_LEN": "1024"}  # the engine's
+           "EDITAPPLY_MODEL_ID": "editapply-small", "EDITAPPLY_MAX_MODEL_LEN": "1024",  # the engine's
+           "EDITAPPLY_ENGINE_PROCESS": "0"}
     settings = ServerSettings.from_env(env)
     assert (settings.api_key, settings.max_queue, settings.merge_workers) == ("k3y", 5, 0)
+    assert settings.engine_process is False and ServerSettings().engine_process is True
     assert settings.model_id == "editapply-small"
 
 
