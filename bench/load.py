@@ -22,7 +22,7 @@ chat p50 (beside / alone) and their median: on a shared machine, whose speed dri
 only phases run side by side compare. `--apply-server` sends the applies of the loaded phases to a
 second server process started here: the CPU is shared as before, the interpreter is not (what
 costs chat its speed: the CPU, or the server's GIL). Prints chat latency in both phases, errors, what the
-oversized requests got and when, and the memory of the server and of its merge workers before and
+oversized requests got and when, and the memory of the server and of its children (merge workers, engine) before and
 after. `--server-root` starts the
 server from another source tree (an unpacked older commit: the same run before a change), and
 `--server-env K=V` sets its environment (`EDITAPPLY_MERGE_WORKERS=0`: merges in threads).
@@ -257,7 +257,7 @@ def oversized_body(size: int, cases: list[dict]) -> dict:
 
 
 def memory_mb(pid: int | None) -> tuple[float, float] | None:
-    """RSS of the server process and of its children (the merge workers), in MB."""
+    """RSS of the server process and of its children (the merge workers and the engine process), in MB."""
     if pid is None:
         return None
     import psutil
