@@ -298,10 +298,10 @@ def revalidate(record: CaseRecord, case: dict) -> CaseRecord:
     return dataclasses.replace(record, validation=names, success=not names)
 
 
-def markdown_report(paths: list[str], data: list[Path], ids: list[str] | None = None) -> str:
+def markdown_report(paths: list[str], data: list[Path], ids: list[str] | None = None, split: str | None = None) -> str:
     """Markdown tables (for bench/RESULTS.md) from the `--json` files of earlier runs, their
     model outputs re-validated with today's checks. A record set `method · name` is checked
-    against the cases of the `--data` file named `name`."""
+    against the cases of the `--data` file named `name`; `ids` and `split` keep only those cases."""
     from bench.common import histogram_text, table
 
     sets = {d.stem: {c["id"]: c for c in load_cases(d)} for d in data}
@@ -309,10 +309,10 @@ def markdown_report(paths: list[str], data: list[Path], ids: list[str] | None = 
     for path in paths:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
         for name, recs in payload["records"].items():
-            recs = [r for r in recs if not ids or r["id"] in ids]
+            cases = sets[name.split(" · ")[-1]]
+            recs = [r for r in recs if (not ids or r["id"] in ids) and (not split or cases[r["id"]].get("split") == split)]
             if not recs:
                 continue
-            cases = sets[name.split(" · ")[-1]]
             records = [revalidate(CaseRecord(**r), cases[r["id"]]) for r in recs]
             s = summarize(records)
             checks = Counter(n for r in records for n in r.validation)
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", nargs="+", metavar="JSON", help="print Markdown tables from earlier --json files")
     args = parser.parse_args(argv)
     if args.report:
-        print(markdown_report(args.report, args.data, args.ids))
+        print(markdown_report(args.report, args.data, args.ids, args.split))
         return 0
 
     console = Console(stderr=args.json == "-", width=170)

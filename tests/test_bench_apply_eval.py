@@ -19,3 +19,15 @@ def test_apply_eval_prints_and_reports_its_tables(tmp_path, capsys):
     assert apply_eval.main(["--report", str(out)]) == 0
     report = capsys.readouterr().out
     assert "| deterministic · dev |" in report and "| deterministic · dev_messy |" in report
+
+
+def test_the_report_keeps_the_split_asked_for(tmp_path, capsys):
+    """Two dev cases marked as a train and an eval case: `--split eval` reports one case."""
+    cases = [json.loads(line) for line in apply_eval.DEV_SET.read_text().splitlines()[:2]]
+    data = tmp_path / "marked.jsonl"
+    data.write_text("".join(json.dumps({**c, "split": s}) + "\n" for c, s in zip(cases, ("train", "eval"))))
+    out = tmp_path / "eval.json"
+    assert apply_eval.main(["--data", str(data), "--json", str(out)]) == 0
+    capsys.readouterr()
+    assert apply_eval.main(["--report", str(out), "--data", str(data), "--split", "eval"]) == 0
+    assert "| deterministic · marked | 1 |" in capsys.readouterr().out
