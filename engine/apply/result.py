@@ -64,7 +64,7 @@ class ApplyStats:
     finish_reason: str | None = None
     steps: int = 0
     accepted_per_step: float = 0.0
-    accepted_per_step_hist: dict = field(default_factory=dict)  # committed tokens in one step -> steps
+    accepted_per_step_hist: dict[int, int] = field(default_factory=dict)  # committed tokens in one step -> steps
     tokens_per_second: float = 0.0
     ttft_ms: float | None = None
     drafted: int = 0
@@ -86,6 +86,8 @@ class ApplyStats:
     def from_dict(cls, d: dict) -> "ApplyStats":
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
+        # JSON keys are strings: the histogram's are token counts again
+        values["accepted_per_step_hist"] = {int(k): n for k, n in values.get("accepted_per_step_hist", {}).items()}
         if values.get("ranking") is not None:
             r = values["ranking"]
             values["ranking"] = RankingStats(**{**r, "window": tuple(r["window"])})

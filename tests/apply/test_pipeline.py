@@ -10,6 +10,7 @@ splicing, line endings) is checked exactly on real dev-set files.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import threading
 from types import SimpleNamespace
@@ -24,7 +25,7 @@ from engine.apply.errors import (
 from engine.apply.model_path import build_job, restore_endings, uncertain_window
 from engine.apply.pipeline import ApplyRequest, prepare
 from engine.apply.run import ApplyStream, apply_edit
-from engine.apply.result import ApplyResult, Progress
+from engine.apply.result import ApplyResult, ApplyStats, Progress
 from engine.apply.targets import find_region
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
@@ -456,6 +457,9 @@ def test_request_and_result_round_trip_as_json(shapes_py):
     assert ApplyResult.from_dict(result.as_dict()).as_dict() == result.as_dict()
     with pytest.raises(ApplyError):
         ApplyRequest.from_dict({"edit_snippet": "x"})
+    stats = ApplyStats("model", "r", "model", "python", "snippet", "exact", 1.0, steps=4,
+                       accepted_per_step_hist={16: 3, 2: 1})
+    assert ApplyStats.from_dict(json.loads(json.dumps(stats.as_dict()))) == stats  # int keys again
 
 
 def test_draft_form_without_a_draft_falls_back_to_rewrite(shapes_py):
