@@ -128,10 +128,12 @@ class Tokenizer:
                 ids += self.encode(part, parse_special=True) if part else []
             else:
                 content = messages[int(part)].get("content") or ""
-                ids += self._encode_pieces([content] if isinstance(content, str) else content)
+                ids += self.encode_pieces([content] if isinstance(content, str) else content)
         return self._with_bos(ids)
 
-    def _encode_pieces(self, pieces: list[str]) -> list[int]:
+    def encode_pieces(self, pieces: list[str]) -> list[int]:
+        """`encode("".join(pieces))` (special spellings as text), each long piece from the cache
+        of `encode_document` where the pieces tokenize apart at their joins."""
         pieces = [p for p in pieces if p]
         if all(self._joins(a, b) for a, b in zip(pieces, pieces[1:])):
             return [t for p in pieces for t in self.encode_document(p)]
@@ -139,11 +141,16 @@ class Tokenizer:
 
     def _joins(self, a: str, b: str) -> bool:
         """Whether `a + b` tokenizes as `a` then `b`: `a` ends a line and no token spans the join
-        of its last line and `b`'s first (byte-level BPE splits words from the newlines before
-        them; a tokenizer that prefixes a piece with a space would not)."""
+        of `a`'s last line with text (and the blank lines after it) and `b`'s blank lines and first
+        line with text (byte-level BPE splits words from the newlines before them, but may take a
+        run of newlines and spaces as one token; a tokenizer that prefixes a piece with a space
+        would not split)."""
         if not a.endswith("\n"):
             return False
-        tail, head = a[a.rfind("\n", 0, len(a) - 1) + 1 :], b.split("\n", 1)[0]
+        tail = a[a.rstrip().rfind("\n") + 1 :]
+        text_starts = len(b) - len(b.lstrip())
+        line_end = b.find("\n", text_starts)
+        head = b if line_end < 0 else b[:line_end]
         return self.encode(tail + head) == self.encode(tail) + self.encode(head)
 
     def _with_bos(self, ids: list[int]) -> list[int]:

@@ -63,6 +63,11 @@ class ApplyPrompt:
         """What the model should write if `merged` is right: the lookup drafter's first source."""
         return _with_newline(merged) + self.fence_close
 
+    def prediction_ids(self, tokenizer, merged: str) -> list[int]:
+        """`predicted_answer(merged)`'s ids; the merge's from the tokenizer's cache where the prompt
+        shows it as its draft (or as the file)."""
+        return tokenizer.encode_pieces([_with_newline(merged), self.fence_close])
+
     def parse(self, answer: str, original: str) -> str:
         """The file from the model's answer to this prompt (see `parse_answer`)."""
         return parse_answer(answer, original, self.fence_close)
@@ -86,7 +91,7 @@ def build_apply_prompt(original: str, snippet: str, instruction: str | None = No
     values = dict(instruction=instruction or "", language=language or "", original=_with_newline(original),
                   snippet=_with_newline(snippet), draft=_with_newline(draft or ""), part=part or "")
     drafted = form == "draft" and draft is not None
-    user = _template("apply_draft_user.jinja" if drafted else "apply_user.jinja").render(**values)
+    user = _render_around("apply_draft_user.jinja" if drafted else "apply_user.jinja", values)
     return _prompt("apply_system.txt", user, language, fence, "draft" if drafted else "rewrite")
 
 
@@ -95,12 +100,28 @@ def build_instruction_prompt(code: str, instruction: str, language: str | None =
     """The prompt for an instruction without a snippet. `part` says what `code` is when it is not
     the whole file (e.g. "the definitions parse_args, main of cli.py")."""
     fence = fence_for(code)
-    user = _template("apply_instruction_user.jinja").render(
-        instruction=instruction, code=_with_newline(code), language=language or "", part=part or "")
+    user = _render_around("apply_instruction_user.jinja", dict(
+        instruction=instruction, code=_with_newline(code), language=language or "", part=part or ""))
     return _prompt("apply_instruction_system.txt", user, language, fence, "instruction")
 
 
-def _prompt(system: str, user: str, language: str | None, fence: str, form: str) -> ApplyPrompt:
+_HOLES = {"original": "\ue002", "code": "\ue002", "draft": "\ue003"}  # private-use characters
+_HOLE = re.compile("([\ue002\ue003])")
+
+
+def _render_around(name: str, values: dict) -> list[str] | str:
+    """The template rendered as pieces, the file and the draft each a piece of its own, so that
+    a file applied to again, its `original` lookup source and a prediction equal to the draft
+    are tokenized once (`Tokenizer.encode_pieces`). One string where a text holds a hole's
+    character already."""
+    if any(h in v for v in values.values() for h in _HOLES.values()):
+        return _template(name).render(**values)
+    holed = {k: _HOLES[k] if k in _HOLES and values[k] else v for k, v in values.items()}
+    texts = {_HOLES[k]: values[k] for k in values if k in _HOLES}
+    return [texts.get(p, p) for p in _HOLE.split(_template(name).render(**holed))]
+
+
+def _prompt(system: str, user: list[str] | str, language: str | None, fence: str, form: str) -> ApplyPrompt:
     tag = FENCE_TAGS.get(language or "", "")
     return ApplyPrompt(
         messages=[{"role": "system", "content": system_prompt(system)}, {"role": "user", "content": user}],

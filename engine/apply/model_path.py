@@ -113,7 +113,7 @@ def build_job(plan, tokenizer, max_model_len: int, default_cap: int | None = Non
         prompt = build_apply_prompt(body, snippet, req.instruction, plan.language,
                                     draft=predicted if usable else None, form=form, part=part)
     prompt_ids = prompt.prompt_ids(tokenizer)
-    prediction = tokenizer.encode(prompt.predicted_answer(predicted))
+    prediction = prompt.prediction_ids(tokenizer, predicted)
     snippet_ids = tokenizer.encode(snippet) if snippet.strip() else []
     expected = len(prediction) + CLOSE_SLACK
     if plan.kind != "instruction" and plan.merge_status not in ("exact", "fuzzy", "diff", "search_replace"):

@@ -90,3 +90,33 @@ def test_pieces_that_a_token_would_span_are_tokenized_whole(tok):
     ids = tok.encode_chat([{"role": "user", "content": ["x = def", "ault\n"]}])
     assert ids == tok.encode_chat([{"role": "user", "content": "x = default\n"}])
     assert tok.encode("x = def") + tok.encode("ault\n") != tok.encode("x = default\n")  # what joining would give
+
+
+def test_an_apply_prompt_in_pieces_is_the_whole_prompt_tokenized(tok):
+    # The file and the draft are pieces of their own (prompts/apply.py), tokenized once for every
+    # apply to the file and for the prediction; the ids must be those of the texts tokenized whole:
+    # on the dev cases, and on files that start with blank lines, end without a newline, or hold a
+    # piece marker's character.
+    import json
+    from pathlib import Path
+
+    from prompts.apply import build_apply_prompt, build_instruction_prompt
+
+    def whole(prompt):
+        messages = [{**m, "content": "".join(m["content"]) if isinstance(m["content"], list) else m["content"]}
+                    for m in prompt.messages]
+        return tok.encode_chat(messages) + tok.encode(prompt.answer_prefix)
+
+    dev = Path(__file__).resolve().parents[2] / "bench" / "data" / "dev.jsonl"
+    cases = [json.loads(line) for line in dev.read_text().splitlines()]
+    files = [(c["original"], c["update_snippet"], c["expected"]) for c in cases]
+    files += [("\n\n  x = 1\n", "y\n", "y\n"), ("x = 1", "y", "y"), ("a = '\ue002'\n", "b\n", "b\n"), ("a\n", "b\n", "c = '\ue003'\n"), ("", "y\n", "y\n")]
+    split = 0
+    for original, snippet, expected in files:
+        for prompt in (build_apply_prompt(original, snippet, draft=expected, form="draft", language="python"),
+                       build_apply_prompt(original, snippet, "Do it.", form="rewrite"),
+                       build_instruction_prompt(original, "Do it.")):
+            assert prompt.prompt_ids(tok) == whole(prompt)
+            assert prompt.prediction_ids(tok, expected) == tok.encode(prompt.predicted_answer(expected))
+            split += isinstance(prompt.messages[1]["content"], list)
+    assert split >= 3 * len(cases)
