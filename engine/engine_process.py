@@ -10,17 +10,20 @@ way.
 
 Wire (one `multiprocessing` pipe, pickled tuples):
   parent -> child  ("submit", hid, Request) · ("cancel", hid) · ("shutdown",)
-  child -> parent  ("ready", EngineConfig, RequestLimits) or ("failed", type name, message), once;
+  child -> parent  ("ready", EngineConfig, RequestLimits, EngineLoad) or ("failed", type name,
+                   message), once;
                    then ("events", [(hid, Event), ...], EngineLoad) after each engine pass that
                    emitted events or changed its load.
 The child ignores SIGINT (the server's shutdown ends it with "shutdown") and exits when the pipe
 closes, so it never outlives its server. If it dies, what is in flight and every later submit
-raises `EngineUnavailable` (HTTP 503), as a vLLM backend that went away does.
+raises `EngineUnavailable` (HTTP 503), as a vLLM backend that went away does, and `load()` says so
+(`/health` answers 503).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import multiprocessing
 import signal
@@ -53,8 +56,7 @@ class EngineProcess(HandleStreams):
         if kind == "failed":
             self._proc.join()
             raise next(c for c in LOAD_ERRORS if c.__name__ == rest[0])(rest[1])
-        self.cfg, self.limits = rest
-        self._load = EngineLoad()
+        self.cfg, self.limits, self._load = rest
         self._send_lock = threading.Lock()
         self._live: dict[int, Handle] = {}
         self._ids = itertools.count()
@@ -85,7 +87,8 @@ class EngineProcess(HandleStreams):
                 self._conn.send(("cancel", handle.wire_id))
 
     def load(self) -> EngineLoad:
-        return self._load
+        """The child's load at its last engine pass; once it is gone, why (`unavailable`)."""
+        return dataclasses.replace(self._load, unavailable=self._gone) if self._gone else self._load
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Stop the child (what runs is cancelled); whether it exited within `timeout` s."""
@@ -139,7 +142,8 @@ def _child_main(cfg: EngineConfig, conn) -> None:
         kind = next((c for c in LOAD_ERRORS if isinstance(exc, c)), None)
         conn.send(("failed", kind.__name__, str(exc)) if kind else ("failed", "RuntimeError", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", engine.cfg, engine.limits))
+    conn.send(("ready", engine.cfg, engine.limits, EngineLoad(kv_blocks_total=engine.kv.num_blocks,
+                                                              kv_blocks_free=engine.kv.allocator.num_free)))
     handles: dict[int, Handle] = {}  # what runs, by wire id
     outbox: list[tuple[int, Event]] = []  # filled and flushed on the engine thread
     sent_load: list[EngineLoad | None] = [None]

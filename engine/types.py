@@ -102,6 +102,7 @@ class EngineLoad:
     kv_blocks_total: int | None = None
     kv_blocks_free: int | None = None
     steps: int = 0  # engine steps run
+    unavailable: str | None = None  # why the engine can serve nothing now (its process is gone); None = up
 
 
 class EngineUnavailable(RuntimeError):

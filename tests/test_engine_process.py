@@ -118,3 +118,49 @@ def test_on_a_gpu_the_child_steps_as_the_thread_does(tmp_path):
     finally:
         assert proc.shutdown()
     assert apart == here and all(len(a) == 48 for a in apart)
+
+
+def test_a_server_whose_engine_process_died_answers_503_and_says_so(tmp_path, ci_model_dir):
+    """The real `editapply serve` (the engine in its own process by default): its engine killed,
+    /health answers 503 and every route that needs the engine 503 `engine_unavailable`; the
+    server itself stays up."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    import psutil
+
+    from tests.server.conftest import free_port
+
+    port = free_port()
+    env = {**os.environ, "EDITAPPLY_MAX_MODEL_LEN": "2048", "EDITAPPLY_MERGE_WORKERS": "0"}
+    server = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--model", str(ci_model_dir),
+                               "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                health = httpx.get(url + "/health")
+                break
+            except httpx.ConnectError:
+                time.sleep(0.2)
+        assert health.status_code == 200 and health.json()["kv_blocks_total"] > 0
+        engines = [p for p in psutil.Process(server.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+        assert len(engines) == 1
+        engines[0].kill()
+        engines[0].wait(10)
+        for _ in range(50):
+            health = httpx.get(url + "/health")
+            if health.status_code == 503:
+                break
+            time.sleep(0.1)
+        assert health.status_code == 503 and "exit code -9" in health.json()["error"]
+        chat = httpx.post(url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                               "max_tokens": 4})
+        assert chat.status_code == 503 and chat.json()["error"]["code"] == "engine_unavailable"
+        assert chat.headers["retry-after"]
+        assert "editapply_engine_up 0.0" in httpx.get(url + "/metrics").text
+    finally:
+        server.terminate()
+        assert server.wait(30) == -signal.SIGTERM  # uvicorn re-raises the signal it shut down for

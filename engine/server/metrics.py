@@ -14,7 +14,8 @@ Generation side, observed when a request finishes (`Metrics.observe_generation`)
   (stop, length, cancelled, error, disconnect).
 Engine state, read from `service.load()` at each scrape:
   editapply_queue_waiting, editapply_running, editapply_kv_blocks_total, editapply_kv_blocks_free,
-  editapply_kv_usage_ratio, editapply_engine_steps_total.
+  editapply_kv_usage_ratio, editapply_engine_steps_total, editapply_engine_up (0 once the engine
+  is gone: its process died).
 Merge pool, read from `merges.load()`: editapply_merge_workers, editapply_merges_in_flight.
 """
 
@@ -92,6 +93,7 @@ class EngineCollector:
             ("editapply_kv_blocks_total", "KV cache blocks", total),
             ("editapply_kv_blocks_free", "Free KV cache blocks", free),
             ("editapply_kv_usage_ratio", "Fraction of KV cache blocks in use", (total - free) / total if total else 0.0),
+            ("editapply_engine_up", "1 while the engine can serve, 0 once it is gone", 0 if load.unavailable else 1),
             ("editapply_merge_workers", "Merge worker processes (0: merges run in threads)", merges["merge_workers"]),
             ("editapply_merges_in_flight", "Merges running or waiting for a worker", merges["merges_in_flight"]),
         ):

@@ -202,7 +202,8 @@ ERRORS = {status: {"model": ErrorBody, "description": what} for status, what in 
     (413, "Request body over the size limit, or an apply input over the input limits"),
     (415, "Body is not JSON"),
     (422, "A field failed validation"),
-    (503, "Engine or merge pool full, or the engine (a vLLM backend) unreachable; retry after Retry-After seconds"),
+    (503, "Engine or merge pool full, or the engine unreachable (a vLLM backend down, the engine's process gone); "
+          "retry after Retry-After seconds"),
 )}
 
 
@@ -217,3 +218,11 @@ def streamed(events: str, models: tuple[type[BaseModel], ...], answer: type[Base
                   "content": {"application/json": {"schema": json_schema},
                               "text/event-stream": {"schema": {"type": "string", "description": events},
                                                     "x-events": refs}}}}
+
+
+class HealthDown(BaseModel):
+    """`GET /health` when the engine is gone (its process died): the server is up, the engine not."""
+
+    status: Literal["engine_unavailable"]
+    model: str
+    error: str

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from fastapi import Request as HTTPRequest
 from starlette.concurrency import run_in_threadpool
 
-from engine.types import RequestError
-from engine.types import Request
-from engine.server.errors import APIError, shutting_down
+from engine.types import EngineUnavailable, Request, RequestError
+from engine.server.errors import APIError, shutting_down, unavailable
 from engine.server.metrics import Metrics
 from engine.server.settings import ServerSettings, model_names
 from engine.server.workers import MergePool
@@ -71,7 +70,10 @@ class ServerState:
     def check_capacity(self) -> None:
         """503 with Retry-After when more requests wait for the engine than the bound allows."""
         self.check_open()
-        waiting = self.service.load().waiting
+        load = self.service.load()
+        if load.unavailable:
+            raise unavailable(EngineUnavailable(load.unavailable), self.settings.retry_after_s)
+        waiting = load.waiting
         if waiting >= self.settings.max_queue:
             raise APIError(503, f"the engine is overloaded: {waiting} requests are waiting (limit {self.settings.max_queue}); "
                                 f"retry in {self.settings.retry_after_s} s",
@@ -115,6 +117,8 @@ class ServerState:
             return self.service.submit(request, loop=asyncio.get_running_loop())
         except RequestError as exc:
             raise APIError(400, str(exc), code=exc.code) from None
+        except EngineUnavailable as exc:
+            raise unavailable(exc, self.settings.retry_after_s) from None
 
 
 def get_state(request: HTTPRequest) -> ServerState:

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi import Request as HTTPRequest
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from engine.server.schemas import ERRORS
+from engine.server.schemas import ERRORS, HealthDown
 from engine.server.state import ServerState, get_state
 
 router = APIRouter()
 
 
-@router.get("/health", summary="Liveness: model loaded, queue depth (no authentication)")
+@router.get("/health", summary="Liveness: model loaded, queue depth (no authentication); 503 when the engine is gone",
+            responses={503: {"model": HealthDown, "description": "The engine's process is gone; the server is up"}})
 async def health(http: HTTPRequest):
     state = get_state(http)
     load = state.service.load()
+    if load.unavailable:
+        return JSONResponse({"status": "engine_unavailable", "model": state.model_id, "error": load.unavailable},
+                            status_code=503)
     return {"status": "ok", "model": state.model_id, "model_loaded": True, "queue_depth": load.waiting,
             "running": load.running, "kv_blocks_free": load.kv_blocks_free, "kv_blocks_total": load.kv_blocks_total}
 
