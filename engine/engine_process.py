@@ -74,17 +74,31 @@ class EngineProcess(HandleStreams):
             handle._loop, handle._aqueue = loop, asyncio.Queue()
         handle.wire_id = hid = next(self._ids)
         with self._send_lock:
-            if self._gone:
-                raise EngineUnavailable(self._gone)
             self._live[hid] = handle
-            self._conn.send(("submit", hid, request))
+            try:
+                self._send(("submit", hid, request))
+            except EngineUnavailable:
+                del self._live[hid]
+                raise
         return handle
 
     def cancel(self, handle: Handle) -> None:
         handle.cancelled = True
         with self._send_lock:
-            if not self._gone and not handle.done:
-                self._conn.send(("cancel", handle.wire_id))
+            if not handle.done:
+                try:
+                    self._send(("cancel", handle.wire_id))
+                except EngineUnavailable:
+                    pass  # the reader ends the request
+
+    def _send(self, message: tuple) -> None:
+        """Send to the child (the send lock held); EngineUnavailable once it is gone."""
+        if self._gone:
+            raise EngineUnavailable(self._gone)
+        try:
+            self._conn.send(message)
+        except OSError as exc:  # it died; the reader will say how
+            raise EngineUnavailable(f"the engine process is gone ({exc})") from None
 
     def load(self) -> EngineLoad:
         """The child's load at its last engine pass; once it is gone, why (`unavailable`)."""
@@ -93,11 +107,10 @@ class EngineProcess(HandleStreams):
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Stop the child (what runs is cancelled); whether it exited within `timeout` s."""
         with self._send_lock:
-            if not self._gone:
-                try:
-                    self._conn.send(("shutdown",))
-                except OSError:
-                    pass
+            try:
+                self._send(("shutdown",))
+            except EngineUnavailable:
+                pass
         self._proc.join(timeout)
         if self._proc.is_alive():
             self._proc.terminate()
