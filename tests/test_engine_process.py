@@ -33,13 +33,17 @@ def test_streams_equal_the_in_process_engine(engine, ci_model_dir):
     prompts = [prompt(engine, f"Name {n} fruits.") for n in (2, 3, 4)]
     handles = [engine.submit(Request(ids, SamplingParams(max_tokens=24))) for ids in prompts]
     apart = [[t for ev in engine.stream(h) for t in ev.token_ids] for h in handles]
+    scored = [ev.logprob for ev in engine.generate(Request(prompts[0], SamplingParams(max_tokens=1), score_from=5))]
     local = EngineService(LLMEngine(config(ci_model_dir)))
     try:
         here = [[t for ev in local.generate(Request(ids, SamplingParams(max_tokens=24))) for t in ev.token_ids]
                 for ids in prompts]
+        scored_here = [ev.logprob for ev in local.generate(Request(prompts[0], SamplingParams(max_tokens=1),
+                                                                   score_from=5))]
     finally:
         local.shutdown()
     assert apart == here and all(apart)
+    assert scored[-1] is not None and scored[-1] == pytest.approx(scored_here[-1], abs=1e-4)  # the ranking's requests
     assert engine.cfg.max_model_len == 2048 and engine.load().steps > 0
     assert engine.load().kv_blocks_free == engine.load().kv_blocks_total
 
