@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import itertools
 import multiprocessing
 import signal
@@ -57,6 +58,11 @@ class EngineProcess(HandleStreams):
             self._proc.join()
             raise next(c for c in LOAD_ERRORS if c.__name__ == rest[0])(rest[1])
         self.cfg, self.limits, self._load = rest
+        # As EngineService does for its engine: what is loaded by now (torch, the tokenizer, the
+        # server's modules) lives as long as the server, so the cyclic collector need not walk it;
+        # a full collection over it would stall every stream at once. shutdown() gives it back.
+        gc.collect()
+        gc.freeze()
         self._send_lock = threading.Lock()
         self._live: dict[int, Handle] = {}
         self._ids = itertools.count()
@@ -112,6 +118,7 @@ class EngineProcess(HandleStreams):
             except EngineUnavailable:
                 pass
         self._proc.join(timeout)
+        gc.unfreeze()
         if self._proc.is_alive():
             self._proc.terminate()
             self._proc.join(1.0)
