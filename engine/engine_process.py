@@ -131,6 +131,7 @@ class EngineProcess(HandleStreams):
             while True:
                 kind, events, load = self._conn.recv()
                 self._load = load
+                waiting: dict[asyncio.AbstractEventLoop, list] = {}  # an event loop's share of this pass
                 for hid, event in events:
                     handle = self._live.get(hid)
                     if handle is None:
@@ -140,7 +141,16 @@ class EngineProcess(HandleStreams):
                         del self._live[hid]
                     if event.error:
                         handle.error = event.error
-                    handle._emit(event)
+                    if handle._loop is None:
+                        handle._emit(event)
+                    else:
+                        waiting.setdefault(handle._loop, []).append((handle, event))
+                for loop, items in waiting.items():  # one wake-up of each loop per pass, not one per event
+                    try:
+                        loop.call_soon_threadsafe(_put_all, items)
+                    except RuntimeError:  # that loop is closed: nobody is listening
+                        for handle, _ in items:
+                            handle.cancelled = True
         except (EOFError, OSError):
             pass
         self._proc.join(5.0)
@@ -150,6 +160,11 @@ class EngineProcess(HandleStreams):
         for handle in live:
             handle.done = True
             handle._emit(EngineUnavailable(self._gone))
+
+
+def _put_all(items: list[tuple[Handle, Event]]) -> None:
+    for handle, event in items:
+        handle._aqueue.put_nowait(event)
 
 
 def _child_main(cfg: EngineConfig, conn) -> None:

@@ -168,3 +168,21 @@ def test_a_server_whose_engine_process_died_answers_503_and_says_so(tmp_path, ci
     finally:
         server.terminate()
         assert server.wait(30) == -signal.SIGTERM  # uvicorn re-raises the signal it shut down for
+
+
+def test_streams_of_one_event_loop_read_together(engine):
+    """A pass's events for several streams of one loop arrive in one wake-up of it: each stream
+    still gets all its tokens, in order, as the blocking reader does."""
+    prompts = [prompt(engine, f"Name {n} animals.") for n in (2, 3, 4)]
+    alone = [[t for ev in engine.generate(Request(ids, SamplingParams(max_tokens=16))) for t in ev.token_ids]
+             for ids in prompts]
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        handles = [engine.submit(Request(ids, SamplingParams(max_tokens=16)), loop=loop) for ids in prompts]
+
+        async def read(h):
+            return [t async for ev in engine.astream(h) for t in ev.token_ids]
+        return await asyncio.gather(*(read(h) for h in handles))
+
+    assert asyncio.run(run()) == alone
