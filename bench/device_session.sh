@@ -16,7 +16,7 @@
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
 # heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, rag, rag_old,
-# apply60_old, stepfp, stepfp_old. bench/device_run.sh is the
+# apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
 set -u
 ROOT=${DEVICE_ROOT:-/root}
@@ -148,6 +148,12 @@ job() {
       bench/data/dev_hard.jsonl --methods model-1.5b-draft+pred --json $RES/apply_model15.json ;;
     # A later RAG question against the first (issue 35), this tree's and the older one's (.old/), in turn.
     rag) $t 300 python3 -m bench.rag --questions 10 ;;
+    # The served path (RESULTS "Robustness under load"): smollm2 from the parts kept as "smol"
+    # (its GGUF split in 36 MiB parts), 32 streamed-chat clients, the engine in its own process
+    # and in the server's thread in turn.
+    served) pull smollm2-135m smol && for m in 1 0 1; do
+        $t 200 python3 -m bench.load --mix chat-stream --clients 32 --max-num-seqs 32 --max-tokens 128 --duration 30 \
+          --server-env EDITAPPLY_ENGINE_PROCESS=$m --json served_p${m}_$RANDOM.json; done ;;
     rag_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
       $t 300 python3 -m bench.rag --questions 10) ;;
     # The step loop's fingerprint (bench/step_fingerprint.py) with the 0.5B on the GPU, this tree and the older one.
