@@ -33,7 +33,7 @@ import traceback
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.service import EngineService, Handle, HandleStreams, tokenizer_for
+from engine.service import EngineService, Handle, HandleStreams, emit_all, tokenizer_for
 from engine.types import Event, EngineLoad, EngineUnavailable, Request
 
 LOAD_ERRORS = (ValueError, OSError, RuntimeError)  # what loading raises, as open_service documents
@@ -129,9 +129,8 @@ class EngineProcess(HandleStreams):
     def _read(self) -> None:
         try:
             while True:
-                kind, events, load = self._conn.recv()
-                self._load = load
-                waiting: dict[asyncio.AbstractEventLoop, list] = {}  # an event loop's share of this pass
+                kind, events, self._load = self._conn.recv()
+                ready = []
                 for hid, event in events:
                     handle = self._live.get(hid)
                     if handle is None:
@@ -141,16 +140,8 @@ class EngineProcess(HandleStreams):
                         del self._live[hid]
                     if event.error:
                         handle.error = event.error
-                    if handle._loop is None:
-                        handle._emit(event)
-                    else:
-                        waiting.setdefault(handle._loop, []).append((handle, event))
-                for loop, items in waiting.items():  # one wake-up of each loop per pass, not one per event
-                    try:
-                        loop.call_soon_threadsafe(_put_all, items)
-                    except RuntimeError:  # that loop is closed: nobody is listening
-                        for handle, _ in items:
-                            handle.cancelled = True
+                    ready.append((handle, event))
+                emit_all(ready)
         except (EOFError, OSError):
             pass
         self._proc.join(5.0)
@@ -159,12 +150,7 @@ class EngineProcess(HandleStreams):
             live, self._live = list(self._live.values()), {}
         for handle in live:
             handle.done = True
-            handle._emit(EngineUnavailable(self._gone))
-
-
-def _put_all(items: list[tuple[Handle, Event]]) -> None:
-    for handle, event in items:
-        handle._aqueue.put_nowait(event)
+        emit_all([(handle, EngineUnavailable(self._gone)) for handle in live])
 
 
 def _child_main(cfg: EngineConfig, conn) -> None:
@@ -181,7 +167,7 @@ def _child_main(cfg: EngineConfig, conn) -> None:
                                                               kv_blocks_free=engine.kv.allocator.num_free)))
     handles: dict[int, Handle] = {}  # what runs, by wire id
     outbox: list[tuple[int, Event]] = []  # filled and flushed on the engine thread
-    sent_load: list[EngineLoad | None] = [None]
+    sent_load: EngineLoad | None = None
 
     def sink(hid: int, event: Event) -> None:
         outbox.append((hid, event))
@@ -189,14 +175,15 @@ def _child_main(cfg: EngineConfig, conn) -> None:
             handles.pop(hid, None)
 
     def flush() -> None:
+        nonlocal sent_load
         load = service.load()
-        if outbox or load != sent_load[0]:
+        if outbox or load != sent_load:
             try:
-                conn.send(("events", outbox[:], load))
+                conn.send(("events", outbox, load))  # pickled here: the list may be cleared after
             except OSError:  # the parent is gone; the main thread sees the pipe's end and stops
                 pass
             outbox.clear()
-            sent_load[0] = load
+            sent_load = load
 
     service = EngineService(engine, after_pass=flush)
     try:

@@ -64,16 +64,32 @@ class Handle:
         return self.seq.id if self.seq else "pending"
 
     def _emit(self, event: Event | Exception) -> None:
-        """Hand `event` to the reader; an exception (the engine is gone) is raised to it instead."""
-        if self._sink is not None:
-            self._sink(event)
-        elif self._loop is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._aqueue.put_nowait, event)
-            except RuntimeError:  # the consumer's event loop is closed: nobody is listening
-                self.cancelled = True
+        emit_all([(self, event)])
+
+
+def emit_all(items: list[tuple[Handle, Event | Exception]]) -> None:
+    """Hand each event to its handle's reader (an exception, the engine gone, is raised to it
+    instead): to its `_sink`, its blocking queue, or its event loop, each loop woken once for all
+    its streams' events (one self-pipe write a pass, not one an event)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    for handle, event in items:
+        if handle._sink is not None:
+            handle._sink(event)
+        elif handle._loop is not None:
+            by_loop.setdefault(handle._loop, []).append((handle, event))
         else:
-            self._queue.put(event)
+            handle._queue.put(event)
+    for loop, batch in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_put_all, batch)
+        except RuntimeError:  # that event loop is closed: nobody is listening
+            for handle, _ in batch:
+                handle.cancelled = True
+
+
+def _put_all(batch: list[tuple[Handle, Event | Exception]]) -> None:
+    for handle, event in batch:
+        handle._aqueue.put_nowait(event)
 
 
 class HandleStreams:
@@ -236,6 +252,7 @@ class EngineService(HandleStreams):
                 h.seq.finish_reason = "error"
 
     def _emit_events(self) -> None:
+        ready = []
         for key, h in list(self._live.items()):
             event = h._events.next()
             if event is None:
@@ -245,7 +262,8 @@ class EngineService(HandleStreams):
             if event.finished:
                 h.done = True
                 del self._live[key]
-            h._emit(event)
+            ready.append((h, event))
+        emit_all(ready)
 
 
 def open_service(cfg: EngineConfig, process: bool = False) -> Engine:
