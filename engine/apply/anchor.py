@@ -48,6 +48,8 @@ _DEFINITION = re.compile(
     r"((?:def|class|func|fn|function\*?|interface|struct|enum|trait|type|module|impl)\s+(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*)"
 )
 
+# A Rust impl block: `impl<K, V> MutableEntryKey for OccupiedEntry<'_, K, V> {` -> its trait and type.
+_IMPL = re.compile(r"^\s*(?:unsafe\s+)?impl\s*(?:<[^{]*?>)?\s+(?:([\w:]+)(?:<[^{]*?>)?\s+for\s+)?([\w:]+)")
 
 # A method header of the C family (`  power(e) {`, `public int size() {`, `async load(): Promise<T> {`):
 # a name and its parameters opening a block, the name not a control keyword.
@@ -91,9 +93,12 @@ def setting(line: str) -> tuple[str, str, str] | None:
 
 def definition(line: str) -> str | None:
     """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method, 'method power' for
-    `  power(e) {`; None otherwise (also in a comment: prose says "the trait can")."""
+    `  power(e) {`, 'impl Display for Error' for a Rust impl (generics left out); None otherwise
+    (also in a comment: prose says "the trait can")."""
     if line.lstrip().startswith(_COMMENT_OPENERS):
         return None
+    if match := _IMPL.match(line):
+        return " ".join(filter(None, ("impl", match[1], match[1] and "for", match[2])))
     match = _DEFINITION.match(line)
     if match:
         return " ".join(match.group(1).split())
@@ -263,7 +268,7 @@ def new_definition_rows(seg: tuple[str, ...], index: OriginalIndex) -> set[int]:
         key = definition(line)
         # A name the original defines is not new, whatever the keyword (`type Options` made an
         # `interface Options`).
-        if key is None or key.split()[-1] in index.names or s in rows or _renames(line, index):
+        if key is None or key.split()[-1] in index.names or s in rows or _renames(line, index) or _twins_of(seg, s, index):
             continue
         depth = len(indent_of(line))
         end = s + 1
@@ -273,6 +278,29 @@ def new_definition_rows(seg: tuple[str, ...], index: OriginalIndex) -> set[int]:
             end += 1  # the closing brace
         rows.update(range(s, end))
     return rows
+
+
+def twins(seg: tuple[str, ...], index: OriginalIndex) -> set[str]:
+    """Original definitions that a new definition of `seg` renames whatever the names: the same
+    header but for the name, and the same body line for line (`public boolean has(JsonElement e)
+    { return elements.contains(e); }` for `contains`). The segment shows them renamed, so its
+    lines anchor and a span may replace them."""
+    return {key for s in range(len(seg)) for key in _twins_of(seg, s, index)}
+
+
+def _twins_of(seg: tuple[str, ...], s: int, index: OriginalIndex) -> list[str]:
+    """The original definitions that seg[s], a definition the original does not have, renames
+    (`twins`)."""
+    key = definition(seg[s])
+    if not key or key in index.definitions:
+        return []
+    skeleton, depth = _skeleton(seg[s])[1], len(indent_of(seg[s]))
+    body = [normalize(row) for row in itertools.takewhile(lambda row: row.strip() and len(indent_of(row)) > depth, seg[s + 1:])]
+    if not body:
+        return []
+    return [theirs for p, theirs in enumerate(index.defines)
+            if theirs and _skeleton(index.lines[p])[1] == skeleton and index.normal[p + 1 : p + 1 + len(body)] == body
+            and p + 1 + len(body) < len(index) and len(indent_of(index.lines[p + 1 + len(body)])) <= depth]
 
 
 def _renames(line: str, index: OriginalIndex) -> bool:

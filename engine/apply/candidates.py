@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from engine.apply.anchor import (
     EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, line_weight,
-    new_definition_rows, new_definitions, normalize,
+    new_definition_rows, new_definitions, normalize, twins,
 )
 from engine.apply.languages import parse_tree
 from engine.apply.scope import construct_end
@@ -190,10 +190,11 @@ def _beheads(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, keys: set
     head of its docstring gone, the docstring's last lines kept as if they were the function's
     above (a new `.. versionchanged::` line matched in the wrong docstring). A deleted definition
     goes whole; its first line alone goes only where the segment writes a line in its place that
-    defines something or names it (a rename, `self.default = self.defaults = function`).
+    defines something new or names it (a rename, `self.default = self.defaults = function`): a
+    definition the original has elsewhere, written there, is context that did not anchor.
     `ends(row)` is `construct_end` of an original row."""
     written = seg[c.head.seg_end : c.tail.seg_start]
-    if c.head is c.tail or any(definition(line) for line in written):
+    if c.head is c.tail or any((key := definition(line)) and key not in index.definitions for line in written):
         return False
     written = " ".join(written)
     for p in range(c.head.orig_end, c.tail.orig_start):
@@ -229,7 +230,7 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     if closing := _closing_tails(seg, index, heads, hi):  # they outrank lone braces matched elsewhere
         tails = [t for t in tails if any(w > TRIVIAL_WEIGHT for w in t.weights)] + closing
     ours = {normalize(line) for line in seg}
-    keys = {key for line in seg if (key := definition(line))}
+    keys = {key for line in seg if (key := definition(line))} | twins(seg, index)
     tree = functools.cache(lambda: parse_tree(index.text, index.language) if index.text is not None else None)
     ends = functools.cache(lambda row: tree() and construct_end(index.text, index.lines, index.language, row, tree()))
     found = [c for h, t in _pairings(heads, tails)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from engine.apply.anchor import RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
+from engine.apply.anchor import _COMMENT_OPENERS, RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
 from engine.apply.candidates import Candidate
 from engine.apply.languages import parse_tree
 from engine.apply.text import indent_of
@@ -30,10 +30,11 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
     lo, hi = cand.head.orig_end, cand.tail.orig_start
     if cand.head is cand.tail or hi <= lo:
         return []
-    # Decorators that end the head anchor go with the member below them: a shared `@property`
-    # matched to the first member's says nothing about which member follows it.
+    # Decorators and doc-comment openers that end the head anchor go with the member below
+    # them: a shared `@property` or `/**` matched to the first member's says nothing about which
+    # member follows it.
     start = cand.head.seg_end
-    while lo - 1 > cand.head.orig_start and index.lines[lo - 1].lstrip().startswith("@"):
+    while lo - 1 > cand.head.orig_start and index.lines[lo - 1].lstrip().startswith(("@", "/**")):
         lo, start = lo - 1, start - 1
     units = _members(index, lo, hi)
     if units is None:
@@ -47,9 +48,26 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
         if stop > hi or rows[n] is not None or (definition(index.lines[key]) and _renamed(index.lines[key], ours, index)):
             continue
         later = next((row for row in rows[n + 1 :] if row is not None), None)
-        at = cand.tail.seg_start if later is None else _seg_trivia_start(seg, later, start)
-        out.append((_trivia_start(index, first, lo), stop, at))
+        at = _seg_trivia_start(seg, later, start) if later is not None else _seg_opener_start(seg, cand.tail.seg_start, start)
+        # What lies between two members left out (a commented-out member, `/* ... */`) goes with them.
+        begin = out[-1][1] if out and out[-1][2] == at and n and units[n - 1][2] == out[-1][1] else _trivia_start(index, first, lo)
+        if later is not None and n + 1 < len(units) and rows[n + 1] == later:
+            # The comments and blank lines above the next member that the segment does not
+            # show (a `//-----` separator above its doc comment) go back with this one.
+            stop = _shown_trivia_start(seg, later, at, index, units[n + 1][1], stop)
+        out.append((begin, stop, at))
     return out
+
+
+def _shown_trivia_start(seg, row: int, seg_lo: int, index: OriginalIndex, key: int, lo: int) -> int:
+    """The original row where the lines above member row `key` that the segment shows above
+    its row `row` begin, when every original line from `lo` to there is a blank or comment
+    line the segment does not write there; else `lo`."""
+    s, o = row, key
+    while s > seg_lo and o > lo and normalize(seg[s - 1]) == index.normal[o - 1]:
+        s, o = s - 1, o - 1
+    written = {normalize(line) for line in seg[seg_lo:row] if line.strip()}
+    return o if all(_leading(line) and normalize(line) not in written for line in index.lines[lo:o]) else lo
 
 
 # Tree-sitter node types whose named children are members: left out of a rewrite, they stay.
@@ -70,6 +88,11 @@ def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, int
         line = index.lines[r]
         column = len(indent_of(line).encode("utf-8"))
         node = tree.root_node.descendant_for_point_range((r, column), (r, column)) if line.strip() else None
+        while node is not None and "comment" in node.type and node.end_point[0] == r and node.end_point[1] < len(line.encode("utf-8")):
+            # `/*public*/ CharRange[] getCharRanges() {`: the member starts after the comment.
+            rest = line.encode("utf-8")[node.end_point[1]:]
+            column = node.end_point[1] + len(rest) - len(rest.lstrip())
+            node = tree.root_node.descendant_for_point_range((r, column), (r, column))
         while node is not None and node.parent is not None and node.start_point == (r, column) \
                 and not _container(node.parent):
             node = node.parent
@@ -125,8 +148,10 @@ def _shows(ours: str, theirs: str, name: str) -> bool:
     key = definition(theirs)
     if key is not None:
         return definition(ours) == key
+    if ours.lstrip().startswith(_COMMENT_OPENERS):
+        return False  # a doc comment that mentions `#getCharRanges()` shows no member
     head = re.split(r"[(:={]", ours, maxsplit=1)[0]
-    return bool(name) and name in re.findall(r"[A-Za-z_$][\w$]*", head)
+    return bool(name) and name in re.findall(r"[\w$]+", head)  # a key may be a number (`13: "frozen"`)
 
 
 def keep_left_out(seg: list[str], index: OriginalIndex, found: list[tuple[int, int, int]]) -> tuple[list[str], int]:
@@ -165,6 +190,14 @@ def _trivia_start(index: OriginalIndex, r: int, lo: int) -> int:
 
 def _seg_trivia_start(seg, row: int, lo: int) -> int:
     while row > lo and not definition(seg[row - 1]) and _leading(seg[row - 1]):
+        row -= 1
+    return row
+
+
+def _seg_opener_start(seg, row: int, lo: int) -> int:
+    """Where a tail anchor that starts inside a doc comment starts with the comment's opener
+    (`/**` above ` * {@inheritDoc}`): what goes back goes above the opener."""
+    while row > lo and seg[row - 1].strip() and not definition(seg[row - 1]) and _leading(seg[row - 1]):
         row -= 1
     return row
 

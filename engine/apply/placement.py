@@ -241,13 +241,18 @@ def _left_out_choice(lines: list[str], index: OriginalIndex, missing, cand: Cand
     """The segment's lines with the definitions it leaves out put back (`gaps.py`), or without
     them -- a choice only between two anchors that are more than lone braces -- and how many
     lines were put back."""
-    rows = ", ".join(f"{first + 1}-{stop}" for first, stop, _ in missing)
+    spans: list[list[int]] = []
+    for first, stop, _ in sorted(missing):
+        if spans and spans[-1][1] == first:
+            spans[-1][1] = stop
+        else:
+            spans.append([first, stop])
+    rows = ", ".join(f"{first + 1}-{stop}" if stop - first > 1 else f"{stop}" for first, stop in spans)
     names = ", ".join(dict.fromkeys(key for first, stop, _ in missing for key in index.defines[first:stop] if key))
-    options = {"keep": f"original lines {rows} ({names}) are kept: the snippet, which has no markers, leaves them "
-                       "out as unchanged"}
+    what = f"original lines {rows}" + (f" ({names})" if names else "")
+    options = {"keep": f"{what} are kept: the snippet, which has no markers, leaves them out as unchanged"}
     if not any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (cand.head, cand.tail)):
-        options["delete"] = (f"original lines {rows} ({names}) are deleted: the snippet, which has no markers, shows "
-                             "the code around them without them")
+        options["delete"] = f"{what} are deleted: the snippet, which has no markers, shows the code around them without them"
     return keep_left_out(lines, index, missing) if choices.pick(f"gap@{row}", options) == "keep" else (lines, 0)
 
 

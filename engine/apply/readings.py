@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from engine.apply.errors import Problem
 from engine.apply.confidence import Choices
 from engine.apply.merge import SUCCESS, MergeResult, merge
+from engine.apply.blank_edges import deleted_beyond, without
 from engine.apply.snippet import Snippet, parse_snippet
 from engine.apply.anchor import is_trivial, setting
 from engine.apply.text import indent_of, line_matcher, split_lines
@@ -97,9 +98,21 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
         if check.ok and (not (dead := _dead_lines(result.text)) or dead <= dead_before()):
             picked = tuple((k, taken[k]) for k in sorted(taken, key=_snippet_line) if k in said)
             readings[result.text] = Reading(result, check, picked, tuple(said[k][v] for k, v in picked))
+    for reading in list(readings.values()):
+        _offer_deletion(original, reading, readings, language, dead_before)
     found = sorted(readings.values(), key=lambda r: -_kept(original, r.text))[:MAX_READINGS]
-    if len(found) == 1:
+    if len(found) == 1 and not (deleted := [k for k, v in found[0].choices if k.startswith("gap@") and v == "delete"]):
         return Exploration(found[0].merge, found[0].validation, tuple(found), len(runs))
+    if len(found) == 1:
+        # Definitions a snippet without markers leaves out are deleted only beside the reading
+        # that keeps them: where keeping them does not validate, that is the merge's failure
+        # (a member put back out of order), not evidence that the snippet deleted them.
+        only = found[0]
+        problem = Problem("unsure_deletion", f"the only reading that validates deletes what the snippet leaves out "
+                          f"({only.labels[[k for k, _ in only.choices].index(deleted[0])]}); keeping it did not validate")
+        return Exploration(replace(only.merge, confidence=0.0,
+                                   problems=(*only.merge.problems, problem), snippet=snippet),
+                           Validation.of([*only.validation.problems, problem]), (), len(runs))
     if not found:
         check = validate(original, first, language=language)
         if check.ok and first.status in SUCCESS and _dead_lines(first.text) > dead_before():
@@ -114,6 +127,31 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
     result = replace(found[0].merge, status="ambiguous", confidence=0.0, problems=(*found[0].merge.problems, problem),
                      snippet=snippet)
     return Exploration(result, Validation.of([*found[0].validation.problems, problem]), tuple(found), len(runs))
+
+
+def _offer_deletion(original: str, reading: Reading, readings: dict[str, Reading], language: str | None, dead_before) -> None:
+    """Where the lines beyond a blank edge line of `reading`'s segments may be gone
+    (`blank_edges.py`: moved elsewhere, or shown gone), the reading without them, beside it."""
+    beyond = deleted_beyond(original, reading.merge)
+    variant = without(original, reading.merge, beyond) if beyond else None
+    if variant is None or variant.text in readings:
+        return
+    check = validate(original, variant, language=language)
+    if not check.ok or (_dead_lines(variant.text) and _dead_lines(variant.text) > dead_before()):
+        return
+    keys = tuple((f"beyond@{b.line}", "delete") for b in beyond)
+    many = len(beyond) > 1 or beyond[0].stop - beyond[0].start > 1
+    span = ("original lines " if many else "original line ") + ", ".join(
+        f"{b.start + 1}-{b.stop}" if b.stop - b.start > 1 else f"{b.stop}" for b in beyond)
+    be, it = ("are", "them") if many else ("is", "it")
+    moved = any(b.why == "moved" for b in beyond)
+    gone = (f"{span} {be} moved: deleted where {it} stood, where the snippet's blank line is" if moved else
+            f"{span} {be} deleted: the snippet's blank line next to its marker is the one past {it}")
+    kept = (f"{span} {be} copied: kept where {it} stood as well as where the snippet writes {it}" if moved else
+            f"{span} {be} kept: the snippet's blank line next to its marker is decoration")
+    readings[variant.text] = Reading(variant, check, reading.choices + keys, reading.labels + (gone,))
+    readings[reading.text] = replace(reading, choices=reading.choices + tuple((k, "keep") for k, _ in keys),
+                                     labels=reading.labels + (kept,))
 
 
 def _snippet_line(key: str) -> int:

@@ -362,3 +362,59 @@ def test_a_huge_repetitive_file_is_refused_as_ambiguous_not_guessed(dev_cases):
     original = case["original"] * (3_000_000 // len(case["original"]))
     result = merge(original, case["update_snippet"], case["language"])
     assert result.status == "ambiguous" and result.text == original
+
+
+def test_a_span_never_drops_a_rust_impl_s_first_line_keeping_its_end():
+    """`impl<K, V> Trait for Entry<'_, K, V> {` is a definition too (its generics once hid it):
+    the segment's `type Key = K; fn key_mut(..) {` anchors in the Entry impl it shows, not in the
+    OccupiedEntry impl below it, and nothing between goes (issue 30: indexmap-rs/indexmap@b44138b204,
+    where 13 lines went at confidence 1.0)."""
+    original = ("pub trait Key {\n    type Key;\n    fn key_mut(&mut self) -> &mut Self::Key;\n}\n\n"
+                "impl<K, V> Key for Entry<'_, K, V> {\n    type Key = K;\n\n    /// Gets the key.\n"
+                "    fn key_mut(&mut self) -> &mut Self::Key {\n        match self {\n            _ => todo!(),\n        }\n    }\n}\n\n"
+                "impl<K, V> Key for OccupiedEntry<'_, K, V> {\n    type Key = K;\n    fn key_mut(&mut self) -> &mut Self::Key {\n"
+                "        self.key_mut()\n    }\n}\n")
+    snippet = ("// ...\npub trait Key {\n    type Key;\n\n    /// Gets the key.\n    fn key_mut(&mut self) -> &mut Self::Key;\n}\n\n"
+               "impl<K, V> Key for Entry<'_, K, V> {\n    type Key = K;\n    fn key_mut(&mut self) -> &mut Self::Key {\n    // ...\n")
+    expected = original.replace("    type Key;\n    fn", "    type Key;\n\n    /// Gets the key.\n    fn").replace(
+        "    type Key = K;\n\n    /// Gets the key.\n", "    type Key = K;\n")
+    found = explore(original, snippet, "rust")
+    assert [r.text for r in found.readings] == [expected]
+
+
+def test_a_method_renamed_with_the_same_signature_and_body_replaces_the_old_one():
+    """`has` for `contains`: the names share nothing, but the header but for the name and the
+    body line for line are the same, right under the doc comment the snippet shows: a rename,
+    not a new method beside the old (issue 30: google/gson@94e21eca21, kept both before)."""
+    original = ("class A {\n  /**\n   * Removes it.\n   */\n  public boolean remove(Object o) {\n    return items.remove(o);\n  }\n\n"
+                "  /**\n   * Returns true if it is there.\n   */\n  public boolean contains(Object o) {\n    return items.contains(o);\n  }\n\n"
+                "  /**\n   * The size.\n   */\n  public int size() {\n    return items.size();\n  }\n}\n")
+    snippet = ("// ... existing code ...\n   * Returns true if it is there.\n   * @since 2.3\n   */\n  public boolean has(Object o) {\n"
+               "    return items.contains(o);\n  }\n\n  /**\n// ... existing code ...\n")
+    expected = original.replace("   * Returns true if it is there.\n   */\n  public boolean contains",
+                                "   * Returns true if it is there.\n   * @since 2.3\n   */\n  public boolean has")
+    assert [r.text for r in explore(original, snippet, "java").readings] == [expected]
+
+
+def test_a_marker_less_rewrite_keeps_a_member_whose_line_starts_with_a_comment():
+    """`/*public*/ int[] ranges() {` is a member (the comment before it hid it), and a doc comment
+    that mentions `#ranges()` does not show it: left out, it stays (issue 30:
+    apache/commons-lang@d20e4f53af)."""
+    original = ("class C {\n    private int a;\n\n    //-----\n    /**\n     * Ranges.\n     */\n    /*public*/ int[] ranges() {\n"
+                "        return null;\n    }\n\n    /**\n     * Contains; see {@link #ranges()}.\n     */\n    boolean contains(int c) {\n"
+                "        return false;\n    }\n}\n")
+    snippet = ("class C {\n    private int a;\n\n    /**\n     * Contains; see {@link #ranges()}.\n     */\n    boolean contains(int c) {\n"
+               "        return true;\n    }\n}\n")
+    assert explore(original, snippet, "java").readings[0].text == original.replace("return false", "return true")
+
+
+def test_a_doc_comment_opener_ending_the_head_anchor_goes_with_the_member_below():
+    """The snippet's `/**` above `{@inheritDoc}` was matched to the first left-out member's
+    `/**`: put back, the members went below it and the `/**` of `{@inheritDoc}` was lost (a
+    parse error, so the deletion was the only reading; issue 30: apache/commons-lang@14deed1bff)."""
+    original = ("class U {\n    private final int options;\n\n    /**\n     * Create one.\n     */\n    public U(int o) {\n"
+                "        options = o;\n    }\n\n    /**\n     * {@inheritDoc}\n     */\n    @Override\n    public int translate() {\n"
+                "        return 0;\n    }\n}\n")
+    snippet = ("class U {\n    private final int options;\n\n    /**\n     * {@inheritDoc}\n     */\n    @Override\n"
+               "    public int translate() {\n        return 1;\n    }\n}\n")
+    assert explore(original, snippet, "java").readings[0].text == original.replace("return 0", "return 1")

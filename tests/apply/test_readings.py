@@ -238,3 +238,68 @@ def test_a_changed_return_value_replaces_the_return_however_short():
     snippet = "# ... existing code ...\ndef a():\n    return 'new a'\n# ... existing code ...\n"
     result = apply_edit(None, ApplyRequest(original, snippet, path="t.py", mode="deterministic"))
     assert result.ok and result.merged_code == original.replace("return 0", "return 'new a'")
+
+
+MOVED = ('def handle(r):\n    path = r.path\n\n    if "." in path:\n        base = path.rfind("/")\n'
+         '        fmt = path[base:]\n\n        ctx = context_of(r)\n        ctx.route = path[:base]\n    return path, fmt\n')
+
+
+def test_a_line_moved_up_is_read_as_moved_or_copied():
+    """The snippet writes `ctx = context_of(r)` higher up and elides where it was: its blank line
+    before `ctx.route = ...` is the original's blank line if the old copy is gone. Kept at
+    confidence 1.0 before (issue 30: go-chi/chi@0fe6bf1ba3); now two readings, never a guess."""
+    snippet = ('# ... existing code ...\n    path = r.path\n\n    ctx = context_of(r)\n    if ctx.route:\n'
+               '        path = ctx.route\n\n    if "." in path:\n        base = path.rfind("/")\n# ... existing code ...\n\n'
+               '        ctx.route = path[:base]\n    return path, fmt\n')
+    moved = MOVED.replace("    path = r.path\n\n", "    path = r.path\n\n    ctx = context_of(r)\n    if ctx.route:\n"
+                          "        path = ctx.route\n\n").replace("\n        ctx = context_of(r)\n        ctx.route", "\n        ctx.route")
+    found = explore(MOVED, snippet, "python")
+    assert len(found.readings) == 2 and found.readings[1].text == moved
+    assert "copied" in found.readings[0].label and "moved" in found.readings[1].label
+    result = apply_edit(None, ApplyRequest(MOVED, snippet, path="h.py", mode="deterministic"))
+    assert not result.ok and "ambiguous_reading" in result.validation.names
+    assert [r.merged_code for r in result.readings] == [found.readings[0].text, moved]
+
+
+def test_a_segment_that_changes_nothing_shows_the_deletion_at_its_blank_edge():
+    """`use std::time::Duration;` and a blank line, then a marker, where the original goes on
+    with `use std;`: a segment that changes nothing can only be showing that deletion (issue 30:
+    serde-rs/serde@350c2e835b, kept at confidence 1.0 before). Both readings, the kept one first."""
+    original = ('use std::fmt;\nuse std::time::Duration;\nuse std;\n\nuse std::sync::Arc;\n\nfn a() -> u8 {\n    1\n}\n\n'
+                'fn b() -> u8 {\n    2\n}\n')
+    snippet = "// ...\nuse std::time::Duration;\n\n// ...\nfn b() -> u8 {\n    3\n}\n"
+    edited = original.replace("    2\n", "    3\n")
+    assert texts(original, snippet, "rust") == [edited, edited.replace("use std;\n", "")]
+
+
+def test_a_header_shown_alone_above_its_docstring_is_no_deletion():
+    original = 'class A:\n    """Doc."""\n\n    def f(self):\n        return 1\n'
+    snippet = "class A:\n\n    # ... existing code ...\n    def f(self):\n        return 2\n"
+    assert texts(original, snippet) == [original.replace("return 1", "return 2")]
+
+
+def test_definitions_left_out_go_only_beside_the_reading_that_keeps_them(monkeypatch):
+    """Where putting back what a marker-less snippet leaves out does not validate, the reading
+    that deletes it is not the answer alone: a refusal (`unsure_deletion`), not 70 lines gone
+    (issue 30: mobxjs/mobx@dee35be427). The failure of the keep reading is simulated: the bugs
+    that caused it are fixed (the tests beside this one)."""
+    import engine.apply.placement as placement
+
+    def broken(lines, index, found):
+        return lines[:1] + ["    def broken(:"] + lines[1:], 1
+    monkeypatch.setattr(placement, "keep_left_out", broken)
+    original = "class A:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n\n    def c(self):\n        return 3\n"
+    snippet = "class A:\n    def a(self):\n        return 10\n\n    def c(self):\n        return 3\n"
+    found = explore(original, snippet, "python")
+    assert not found.readings and "unsure_deletion" in found.validation.names
+
+
+def test_entries_a_rewritten_literal_leaves_out_stay_and_changed_entries_replace_theirs():
+    """Numeric keys name their entries too: `4: "four, longer"` replaces `4: "four"`, and the
+    entries left out stay, with the commented-out one between them (issue 30:
+    mobxjs/mobx@dee35be427, where keeping them did not parse)."""
+    original = ('const errors = {\n    0: "zero",\n    1(a) {\n        return `one ${a}`\n    },\n    /*\n    2: "two",\n    */\n'
+                '    3: "three",\n    4: "four",\n    5: "five",\n} as const\n')
+    snippet = 'const errors = {\n    0: "zero",\n    4: "four, longer",\n    5: "five, longer",\n} as const\n'
+    found = texts(original, snippet, "typescript")
+    assert found[0] == original.replace('"four"', '"four, longer"').replace('"five"', '"five, longer"')
