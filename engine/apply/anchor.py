@@ -68,7 +68,7 @@ _ASSIGNED_FUNCTION = re.compile(
 # `void emit(CodeWriter w, String name)` before `throws IOException {` -- a type, then the name.
 _SIGNATURE = re.compile(
     r"^\s*(?:(?:public|private|protected|internal|static|final|abstract|synchronized|native|override|virtual|"
-    r"async|default|sealed|extern|unsafe|partial)\s+)*(?!(?:return|new|throw|else|await|yield|case|goto|in|of)\b)"
+    r"async|default|sealed|extern|unsafe|partial)\s+)*(?!(?:return|new|throw|else|await|yield|case|goto|in|of|defer|go|delete|typeof|void|raise|assert|del|print)\b)"
     r"[\w<>\[\],.?]+\s+([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\((?:[^;{}=]*\)(?:\s*throws\s+[\w., ]+)?|[^;{}=)]*,)\s*$"
 )
 _COMMENT_OPENERS = ("#", "//", "/*", "*", "--", ";", "<!--")

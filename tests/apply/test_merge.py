@@ -418,3 +418,15 @@ def test_a_doc_comment_opener_ending_the_head_anchor_goes_with_the_member_below(
     snippet = ("class U {\n    private final int options;\n\n    /**\n     * {@inheritDoc}\n     */\n    @Override\n"
                "    public int translate() {\n        return 1;\n    }\n}\n")
     assert explore(original, snippet, "java").readings[0].text == original.replace("return 0", "return 1")
+
+
+def test_a_go_defer_statement_is_no_method_header():
+    """`defer failOnPanic(t)` looked like a C-family signature (type `defer`, method
+    `failOnPanic`), so the snippet's lines below it were taken for its body and anchored nowhere:
+    the `if` they show was written twice (issue 30: stretchr/testify@660f15d67d)."""
+    original = ("package suite\n\nfunc Run(t *testing.T, suite TestingSuite) {\n\tsuite.SetT(t)\n\n"
+                "\tif setupAllSuite, ok := suite.(SetupAllSuite); ok {\n\t\tsetupAllSuite.SetupSuite()\n\t}\n}\n")
+    snippet = ("// ... existing code ...\nfunc Run(t *testing.T, suite TestingSuite) {\n    suite.SetT(t)\n\tdefer failOnPanic(t)\n\n"
+               "    if setupAllSuite, ok := suite.(SetupAllSuite); ok {\n    // ... existing code ...\n")
+    result = merge(original, snippet, "go")
+    assert result.text == original.replace("\tsuite.SetT(t)\n", "\tsuite.SetT(t)\n\tdefer failOnPanic(t)\n")
