@@ -7,10 +7,10 @@ Readings (`readings.py`) differ only where the snippet is ambiguous. The model s
 prompt for a window of the file around that stretch (`window`: CONTEXT lines of shared text on
 each side, and the snippet's segments that touch it, written as the snippet wrote them) and each
 reading's text of the window as its answer, teacher-forced: the summed log-probability of the
-answer's tokens after the prompt and the answer's shared head (`score`, one prefill of the
-shared part, then one batch of score requests reading it from the prefix cache). The best is
-taken when it leads the next by MARGIN nats or more; otherwise the apply is refused with the
-readings, for the user to choose.
+answer's first SCORED_TOKENS tokens after the prompt and the answers' shared head, where the
+readings part (`score`: one prefill of the shared part, then one batch of score requests reading
+it from the prefix cache). The best is taken when it leads the next by MARGIN nats or more;
+otherwise the apply is refused with the readings, for the user to choose.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ from prompts.apply import build_apply_prompt
 MARGIN = 10.0
 CONTEXT = 3  # lines of the readings' shared text shown on each side of the stretch they differ in
 AFTER = 2  # lines of their shared text after that stretch that are scored
+# Tokens of each answer scored after the answers' shared head: where the readings part. Past them
+# the model copies (the kept lines of a keep-or-delete choice are the original's), and summed
+# over hundreds of copied tokens that small cost made the shorter reading win (a 70-line
+# deletion by 10.4 nats with the 0.5B; bench/RESULTS.md, "Readings ranked by the model").
+SCORED_TOKENS = 24
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,8 @@ def rank_prompt(tokenizer, readings: tuple[Reading, ...], original: str, snippet
     common = 0
     while all(len(a) > common + 1 and a[common] == answers[0][common] for a in answers):
         common += 1
-    return RankPrompt(prompt.prompt_ids(tokenizer) + answers[0][:common], [a[common:] for a in answers], (start, end))
+    return RankPrompt(prompt.prompt_ids(tokenizer) + answers[0][:common],
+                      [a[common : common + SCORED_TOKENS] for a in answers], (start, end))
 
 
 def window(original: list[str], texts: list[list[str]]) -> tuple[tuple[int, int], list[tuple[int, int]], int]:

@@ -180,6 +180,22 @@ def test_a_near_tie_is_refused_with_the_readings(tokenizer):
     assert result.merged_code == ERR  # the reading that keeps every line, shown but not written
 
 
+def test_readings_are_scored_where_they_part_not_over_the_lines_one_of_them_copies(tokenizer):
+    """Keeping 40 left-out lines against deleting them: each answer is scored over its first
+    SCORED_TOKENS tokens after their shared head. Summed over every copied token, the cost of
+    the kept lines made the deletion win (mobxjs/mobx@dee35be427, by 10.4 nats, 0.5B)."""
+    from engine.apply.ranking import SCORED_TOKENS, rank_prompt
+
+    original = "class A:\n    def a(self):\n        return 1\n\n" + "".join(
+        f"    def m{i}(self):\n        return {i}\n\n" for i in range(20)) + "    def c(self):\n        return 3\n"
+    snippet = "class A:\n    def a(self):\n        return 10\n\n    def c(self):\n        return 3\n"
+    found = explore(original, snippet, "python")
+    assert len(found.readings) == 2
+    prompt = rank_prompt(tokenizer, found.readings, original, found.result.snippet, "python")
+    assert all(0 < len(c) <= SCORED_TOKENS for c in prompt.continuations)
+    assert prompt.continuations[0] != prompt.continuations[1]
+
+
 def test_the_margin_is_the_lead_of_the_first_over_the_second():
     ranking = Ranking((Scored(None, -1.0), Scored(None, -1.0 - MARGIN)), 10, 5, 0.1, (0, 3))
     assert ranking.margin == pytest.approx(MARGIN) and ranking.chosen is None
