@@ -7,9 +7,12 @@
 The merge runs once with the first option at every decision point (`confidence.Choices`: keep
 the original's lines, insert rather than replace, refuse to pick among equal places), then with
 each other option, breadth first, at most MAX_RUNS runs. Runs that write the same text are one
-reading; a reading must place every segment and validate (`validate.py`). One reading left is
-the merge's answer, whatever option made it; several are an ambiguity -- the model ranks them
-(`ranking.py`), a user picks one, deterministic mode refuses; none is the first run's failure.
+reading; a reading must place every segment and validate (`validate.py`). A reading whose
+blank edge line next to a marker may stand for lines now gone (`blank_edges.py`) brings the
+reading without them. One reading left is the merge's answer, whatever option made it -- except
+a deletion of what a marker-less snippet leaves out, which is refused alone (`unsure_deletion`);
+several are an ambiguity -- the model ranks them (`ranking.py`), a user picks one, deterministic
+mode refuses; none is the first run's failure.
 """
 
 from __future__ import annotations
@@ -108,8 +111,9 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
         # that keeps them: where keeping them does not validate, that is the merge's failure
         # (a member put back out of order), not evidence that the snippet deleted them.
         only = found[0]
+        label = dict(zip((k for k, _ in only.choices), only.labels))[deleted[0]]
         problem = Problem("unsure_deletion", f"the only reading that validates deletes what the snippet leaves out "
-                          f"({only.labels[[k for k, _ in only.choices].index(deleted[0])]}); keeping it did not validate")
+                          f"({label}); keeping it did not validate")
         return Exploration(replace(only.merge, confidence=0.0,
                                    problems=(*only.merge.problems, problem), snippet=snippet),
                            Validation.of([*only.validation.problems, problem]), (), len(runs))
@@ -137,7 +141,7 @@ def _offer_deletion(original: str, reading: Reading, readings: dict[str, Reading
     if variant is None or variant.text in readings:
         return
     check = validate(original, variant, language=language)
-    if not check.ok or (_dead_lines(variant.text) and _dead_lines(variant.text) > dead_before()):
+    if not check.ok or _dead_lines(variant.text) > dead_before():
         return
     keys = tuple((f"beyond@{b.line}", "delete") for b in beyond)
     many = len(beyond) > 1 or beyond[0].stop - beyond[0].start > 1
