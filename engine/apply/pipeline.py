@@ -188,10 +188,14 @@ def _decide(req: ApplyRequest) -> Plan:
         f", {len(found.readings)} readings" if found.ambiguous else
         "" if check.ok else f", validation failed: {', '.join(check.names)}")
     path, reason = _choose(req.mode, check.ok, why)
+    problems = result.problems
     if found.ambiguous and req.mode == "auto":
-        path = "rank"
+        path = "rank" if found.rankable else "deterministic"
+        if not found.rankable:
+            problems = (*problems, Problem("moved_code", "the snippet may move code; its readings are offered, not "
+                                           "ranked: the model would see the old copy, not the new one", "warning"))
     return Plan(req, language, "snippet", path, reason, result.text, result.status, result.confidence,
-                result, result.problems, check, readings=found.readings)
+                result, problems, check, readings=found.readings)
 
 
 def _matches_nowhere(result) -> bool:

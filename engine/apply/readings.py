@@ -66,6 +66,13 @@ class Exploration:
     def ambiguous(self) -> bool:
         return len(self.readings) > 1
 
+    @property
+    def rankable(self) -> bool:
+        """Whether the model may choose among the readings. Not where code may have moved: the
+        model sees a window around the old copy, not the snippet's new one, and kept the old
+        copy of a moved block by a clear margin (1.5B, gorilla/mux@de7178dc9d): offered only."""
+        return self.ambiguous and not any(k.startswith("moved@") for r in self.readings for k, _ in r.choices)
+
 
 def explore(original: str, snippet: str | Snippet, language: str | None = None, path: str | None = None) -> Exploration:
     """Every reading of `snippet` in `original` (see the module docstring). Raises what
@@ -143,7 +150,7 @@ def _offer_deletion(original: str, reading: Reading, readings: dict[str, Reading
     check = validate(original, variant, language=language)
     if not check.ok or _dead_lines(variant.text) > dead_before():
         return
-    keys = tuple((f"beyond@{b.line}", "delete") for b in beyond)
+    keys = tuple((f"{'moved' if b.why == 'moved' else 'beyond'}@{b.line}", "delete") for b in beyond)
     many = len(beyond) > 1 or beyond[0].stop - beyond[0].start > 1
     span = ("original lines " if many else "original line ") + ", ".join(
         f"{b.start + 1}-{b.stop}" if b.stop - b.start > 1 else f"{b.stop}" for b in beyond)

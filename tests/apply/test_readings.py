@@ -319,3 +319,16 @@ def test_entries_a_rewritten_literal_leaves_out_stay_and_changed_entries_replace
     snippet = 'const errors = {\n    0: "zero",\n    4: "four, longer",\n    5: "five, longer",\n} as const\n'
     found = texts(original, snippet, "typescript")
     assert found[0] == original.replace('"four"', '"four, longer"').replace('"five"', '"five, longer"')
+
+
+def test_readings_of_moved_code_are_offered_not_ranked(tokenizer):
+    """The model sees a window around the old copy, not the snippet's new one: it kept a moved
+    block by a clear margin (1.5B, gorilla/mux@de7178dc9d). `auto` refuses with the readings
+    and runs no model, whatever the model would say."""
+    snippet = ('# ... existing code ...\n    path = r.path\n\n    ctx = context_of(r)\n    if ctx.route:\n'
+               '        path = ctx.route\n\n    if "." in path:\n        base = path.rfind("/")\n# ... existing code ...\n\n'
+               '        ctx.route = path[:base]\n    return path, fmt\n')
+    engine = ScoringEngine(tokenizer, with_pass=-1.0, without=-1.0 - 3 * MARGIN)
+    result = apply_edit(engine, ApplyRequest(MOVED, snippet, path="h.py"))
+    assert not result.ok and "moved_code" in result.validation.names and len(result.readings) == 2
+    assert result.stats.ranking is None
