@@ -2,6 +2,7 @@
 
     python -m bench.ranking                          # qwen2.5-coder-0.5b, the device's dtype
     python -m bench.ranking --model qwen2.5-coder-1.5b --repeats 5
+    python -m bench.ranking --sets bench/data/dev.jsonl bench/data/dev_hard.jsonl --scored-tokens 24
 
 The file: the largest dev case between 250 and 350 lines (a "300-line file"). The snippet: its own
 snippet with the trailing marker dropped and the last line cut short of the end of its block, so
@@ -10,6 +11,10 @@ ambiguous for this file, the first snippet of the set that is. Each repeat ranks
 with a prompt the prefix cache has not seen past the system prompt (a comment with the repeat's
 number at the top of the window), so the figure is what a user's first apply of this edit pays;
 the prompt and scored tokens are printed beside.
+
+`--sets`: instead, every case of the sets whose readings include the commit's file, ranked once
+each: whether the model's first is that file, and by what margin (`--scored-tokens N` scores N
+tokens of each answer where the readings part, 0 the whole answers; default the module's).
 """
 
 from __future__ import annotations
@@ -46,14 +51,52 @@ def _variants(case: dict):
         yield "\n".join(lines[:cut]) + "\n"
 
 
+def agreement(service, paths: list[str]) -> int:
+    """The model's first reading against the commit's file, per case and by margin band."""
+    rows, bands = [], {}
+    for path in paths:
+        for line in open(path, encoding="utf-8"):
+            case = json.loads(line)
+            found = explore(case["original"], case["update_snippet"], case["language"], case["path"])
+            if not found.ambiguous or case["expected"] not in [r.text for r in found.readings]:
+                continue
+            ranking = rank(service, found.readings, case["original"], found.result.snippet, case["language"], case["path"])
+            right = ranking.scored[0].reading.text == case["expected"]
+            band = next(b for b in (2, 5, 10, float("inf")) if ranking.margin < b)
+            bands.setdefault(band, [0, 0])[0 if right else 1] += 1
+            rows.append([case["id"][:60], ",".join(k.split("@")[0] for k, _ in found.readings[0].choices),
+                         f"{ranking.margin:.2f}", "yes" if right else "no"])
+    print(table(["case", "decisions", "margin", "first right"], rows))
+    print(table(["margin below", "ranked", "first right", "first wrong"],
+                [[b, r + w, r, w] for b, (r, w) in sorted(bands.items())]))
+    taken = [row for row in rows if float(row[2]) >= MARGIN]
+    print(f"first right {sum(r[3] == 'yes' for r in rows)}/{len(rows)}; taken at >= {MARGIN:g} nats: "
+          f"{sum(r[3] == 'yes' for r in taken)} right, {sum(r[3] == 'no' for r in taken)} wrong")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sets", nargs="+", help="rank every case of these JSONL sets with several readings")
+    parser.add_argument("--scored-tokens", type=int, help="tokens scored where the readings part (0: all)")
     args = parser.parse_args(argv)
+    from engine.apply import ranking
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
     from engine.service import EngineService
+
+    if args.scored_tokens is not None:
+        ranking.SCORED_TOKENS = args.scored_tokens or 1 << 30
+    if args.sets:
+        service = EngineService(LLMEngine(EngineConfig.from_env(model=args.model)))
+        print(f"ranking against the commit's file · {args.model} · scored tokens {ranking.SCORED_TOKENS} · "
+              f"{machine()} · {time.strftime('%Y-%m-%d')} · commit {commit()}")
+        try:
+            return agreement(service, args.sets)
+        finally:
+            service.shutdown()
 
     cases = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
     case, snippet = ambiguous_case(cases)
