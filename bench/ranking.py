@@ -23,6 +23,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
 from bench.common import DEV_SET, commit, machine, table
 from engine.apply.ranking import MARGIN, rank, rank_prompt
@@ -55,7 +56,7 @@ def agreement(service, paths: list[str]) -> int:
     """The model's first reading against the commit's file, per case and by margin band."""
     rows, bands = [], {}
     for path in paths:
-        for line in open(path, encoding="utf-8"):
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
             case = json.loads(line)
             found = explore(case["original"], case["update_snippet"], case["language"], case["path"])
             if not found.ambiguous or case["expected"] not in [r.text for r in found.readings]:

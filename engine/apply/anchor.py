@@ -71,7 +71,7 @@ _SIGNATURE = re.compile(
     r"async|default|sealed|extern|unsafe|partial)\s+)*(?!(?:return|new|throw|else|await|yield|case|goto|in|of|defer|go|delete|typeof|void|raise|assert|del|print)\b)"
     r"[\w<>\[\],.?]+\s+([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\s*\((?:[^;{}=]*\)(?:\s*throws\s+[\w., ]+)?|[^;{}=)]*,)\s*$"
 )
-_COMMENT_OPENERS = ("#", "//", "/*", "*", "--", ";", "<!--")
+COMMENT_OPENERS = ("#", "//", "/*", "*", "--", ";", "<!--")
 _CONTROL = frozenset("if for while switch catch with return else do try synchronized foreach using lock fixed elif".split())
 
 
@@ -95,7 +95,7 @@ def definition(line: str) -> str | None:
     """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method, 'method power' for
     `  power(e) {`, 'impl Display for Error' for a Rust impl (generics left out); None otherwise
     (also in a comment: prose says "the trait can")."""
-    if line.lstrip().startswith(_COMMENT_OPENERS):
+    if line.lstrip().startswith(COMMENT_OPENERS):
         return None
     if match := _IMPL.match(line):
         return " ".join(filter(None, ("impl", match[1], match[1] and "for", match[2])))
@@ -155,13 +155,13 @@ class OriginalIndex:
         return frozenset(key.split()[-1] for key in self.definitions)
 
     @functools.cached_property
-    def skeletons(self) -> dict[str, list[str]]:
-        """Definition lines without their names -> the names (`_renames`)."""
-        out: dict[str, list[str]] = defaultdict(list)
-        for line, key in zip(self.lines, self.defines):
+    def skeletons(self) -> dict[str, list[tuple[str, int]]]:
+        """Definition lines without their names -> (name, row) of each (`_renames`, `_twins_of`)."""
+        out: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for row, (line, key) in enumerate(zip(self.lines, self.defines)):
             if key:
                 name, skeleton = _skeleton(line)
-                out[skeleton].append(name)
+                out[skeleton].append((name, row))
         return out
 
     @functools.cached_property
@@ -298,8 +298,8 @@ def _twins_of(seg: tuple[str, ...], s: int, index: OriginalIndex) -> list[str]:
     body = [normalize(row) for row in itertools.takewhile(lambda row: row.strip() and len(indent_of(row)) > depth, seg[s + 1:])]
     if not body:
         return []
-    return [theirs for p, theirs in enumerate(index.defines)
-            if theirs and _skeleton(index.lines[p])[1] == skeleton and index.normal[p + 1 : p + 1 + len(body)] == body
+    return [index.defines[p] for _, p in index.skeletons.get(skeleton, ())
+            if index.normal[p + 1 : p + 1 + len(body)] == body
             and p + 1 + len(body) < len(index) and len(indent_of(index.lines[p + 1 + len(body)])) <= depth]
 
 
@@ -310,7 +310,7 @@ def _renames(line: str, index: OriginalIndex) -> bool:
     only: a stem several share is a naming convention (`_InValidator` beside `_AndValidator`
     and `_OptionalValidator`), not a rename."""
     name, skeleton = _skeleton(line)
-    return sum(_stem(name, other) >= RENAME_STEM for other in index.skeletons.get(skeleton, ())) == 1
+    return sum(_stem(name, other) >= RENAME_STEM for other, _ in index.skeletons.get(skeleton, ())) == 1
 
 
 def _skeleton(line: str) -> tuple[str, str]:

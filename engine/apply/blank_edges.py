@@ -28,10 +28,11 @@ In both, the lines must be at most MAX_ROWS, and a blank line must follow them i
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from engine.apply.anchor import _COMMENT_OPENERS, definition, is_trivial, normalize
+from engine.apply.anchor import COMMENT_OPENERS, definition, is_trivial, normalize
 from engine.apply.fuzzy import similarity
 from engine.apply.merge import MergeResult
 from engine.apply.text import join_lines, split_lines
@@ -58,16 +59,22 @@ def deleted_beyond(original: str, merge: MergeResult) -> list[Beyond]:
     if snippet is None:
         return []
     orig = split_lines(original).lines
-    in_orig = Counter(normalize(line) for line in orig)
-    in_text = Counter(normalize(line) for line in split_lines(merge.text).lines)
-    new = {normalize(line) for seg in snippet.segments for line in seg.lines
-           if line.strip() and normalize(line) not in in_orig}
+
+    # Counted only where a blank edge line has a run of lines beyond it: most merges have none.
+    @functools.cache
+    def counts() -> tuple[Counter, Counter, set[str]]:
+        in_orig = Counter(normalize(line) for line in orig)
+        in_text = Counter(normalize(line) for line in split_lines(merge.text).lines)
+        new = {normalize(line) for seg in snippet.segments for line in seg.lines
+               if line.strip() and normalize(line) not in in_orig}
+        return in_orig, in_text, new
 
     def copied(line: str) -> bool:
+        in_orig, in_text, _ = counts()
         return in_text[normalize(line)] > in_orig[normalize(line)]
 
     def written_elsewhere(line: str) -> bool:
-        return copied(line) or any(similarity(line, other) >= SIMILAR for other in new)
+        return copied(line) or any(similarity(line, other) >= SIMILAR for other in counts()[2])
 
     placed = sorted((r for r in merge.segments if r.start is not None), key=lambda r: (r.start, r.end))
     last = len(snippet.segments) - 1
@@ -105,7 +112,7 @@ def deleted_beyond(original: str, merge: MergeResult) -> list[Beyond]:
 def _comment(line: str) -> bool:
     """A comment or docstring line (a Rust attribute `#[cfg(...)]` is code)."""
     text = line.lstrip()
-    return text.startswith((*_COMMENT_OPENERS, '"""', "'''")) and not text.startswith(("#[", "#!["))
+    return text.startswith((*COMMENT_OPENERS, '"""', "'''")) and not text.startswith(("#[", "#!["))
 
 
 def without(original: str, merge: MergeResult, beyond: list[Beyond]) -> MergeResult | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from engine.apply.anchor import _COMMENT_OPENERS, RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
+from engine.apply.anchor import COMMENT_OPENERS, RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
 from engine.apply.candidates import Candidate
 from engine.apply.languages import parse_tree
 from engine.apply.text import indent_of
@@ -48,7 +48,11 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
         if stop > hi or rows[n] is not None or (definition(index.lines[key]) and _renamed(index.lines[key], ours, index)):
             continue
         later = next((row for row in rows[n + 1 :] if row is not None), None)
-        at = _seg_trivia_start(seg, later, start) if later is not None else _seg_opener_start(seg, cand.tail.seg_start, start)
+        # Before the next member the segment shows, above its comments and blank lines; else
+        # before the tail anchor, above a doc comment's opener it starts under (`/**` above
+        # ` * {@inheritDoc}`), not above the blank lines there.
+        at = _seg_trivia_start(seg, later, start) if later is not None else \
+            _seg_trivia_start(seg, cand.tail.seg_start, start, blanks=False)
         # What lies between two members left out (a commented-out member, `/* ... */`) goes with them.
         begin = out[-1][1] if out and out[-1][2] == at and n and units[n - 1][2] == out[-1][1] else _trivia_start(index, first, lo)
         if later is not None and n + 1 < len(units) and rows[n + 1] == later:
@@ -148,7 +152,7 @@ def _shows(ours: str, theirs: str, name: str) -> bool:
     key = definition(theirs)
     if key is not None:
         return definition(ours) == key
-    if ours.lstrip().startswith(_COMMENT_OPENERS):
+    if ours.lstrip().startswith(COMMENT_OPENERS):
         return False  # a doc comment that mentions `#getCharRanges()` shows no member
     head = re.split(r"[(:={]", ours, maxsplit=1)[0]
     return bool(name) and name in re.findall(r"[\w$]+", head)  # a key may be a number (`13: "frozen"`)
@@ -188,16 +192,10 @@ def _trivia_start(index: OriginalIndex, r: int, lo: int) -> int:
     return r
 
 
-def _seg_trivia_start(seg, row: int, lo: int) -> int:
-    while row > lo and not definition(seg[row - 1]) and _leading(seg[row - 1]):
-        row -= 1
-    return row
-
-
-def _seg_opener_start(seg, row: int, lo: int) -> int:
-    """Where a tail anchor that starts inside a doc comment starts with the comment's opener
-    (`/**` above ` * {@inheritDoc}`): what goes back goes above the opener."""
-    while row > lo and seg[row - 1].strip() and not definition(seg[row - 1]) and _leading(seg[row - 1]):
+def _seg_trivia_start(seg, row: int, lo: int, blanks: bool = True) -> int:
+    """Where the comments, decorators (and, with `blanks`, blank lines) above segment row `row`
+    start, not above `lo`."""
+    while row > lo and (blanks or seg[row - 1].strip()) and not definition(seg[row - 1]) and _leading(seg[row - 1]):
         row -= 1
     return row
 

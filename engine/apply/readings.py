@@ -111,18 +111,18 @@ def explore(original: str, snippet: str | Snippet, language: str | None = None, 
     for reading in list(readings.values()):
         _offer_deletion(original, reading, readings, language, dead_before)
     found = sorted(readings.values(), key=lambda r: -_kept(original, r.text))[:MAX_READINGS]
-    if len(found) == 1 and not (deleted := [k for k, v in found[0].choices if k.startswith("gap@") and v == "delete"]):
-        return Exploration(found[0].merge, found[0].validation, tuple(found), len(runs))
     if len(found) == 1:
+        only = found[0]
+        deleted = [label for (key, option), label in zip(only.choices, only.labels)
+                   if key.startswith("gap@") and option == "delete"]
+        if not deleted:
+            return Exploration(only.merge, only.validation, tuple(found), len(runs))
         # Definitions a snippet without markers leaves out are deleted only beside the reading
         # that keeps them: where keeping them does not validate, that is the merge's failure
         # (a member put back out of order), not evidence that the snippet deleted them.
-        only = found[0]
-        label = dict(zip((k for k, _ in only.choices), only.labels))[deleted[0]]
         problem = Problem("unsure_deletion", f"the only reading that validates deletes what the snippet leaves out "
-                          f"({label}); keeping it did not validate")
-        return Exploration(replace(only.merge, confidence=0.0,
-                                   problems=(*only.merge.problems, problem), snippet=snippet),
+                          f"({deleted[0]}); keeping it did not validate")
+        return Exploration(replace(only.merge, confidence=0.0, problems=(*only.merge.problems, problem), snippet=snippet),
                            Validation.of([*only.validation.problems, problem]), (), len(runs))
     if not found:
         check = validate(original, first, language=language)
