@@ -27,11 +27,12 @@ from engine.apply.anchor import (
 )
 from engine.apply.languages import parse_tree
 from engine.apply.scope import construct_end
-from engine.apply.text import line_matcher
+from engine.apply.text import indent_of, line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
 WHOLE_SHARE = 0.5  # a segment sharing this share of its lines with the stretch's two ends is placed there,
 WHOLE_EDGE = 3  # when each end shares at least this many significant lines
+IN_PLACE_RUN = 3  # runs of braces this long on both sides of a line pin it (`_in_place`)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ def _closing_tails(seg: tuple[str, ...], index: OriginalIndex, heads: list[Block
     return out
 
 
-def _drops_unshown(c: Candidate, index: OriginalIndex, ours: set[str], keys: set[str], fragment: bool = False) -> bool:
+def _drops_unshown(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, ours: set[str], keys: set[str],
+                   fragment: bool = False) -> bool:
     """Whether the span deletes what its anchors are too weak to say is deleted. Between two
     real anchors, code the snippet skips is plainly deleted (`def perimeter` between `area` and
     `main`); a lone brace is no such evidence: with one anchor of trivial lines only (`}`,
@@ -181,8 +183,45 @@ def _drops_unshown(c: Candidate, index: OriginalIndex, ours: set[str], keys: set
     if trivial == 0 or (fragment and trivial == 1):
         return False
     if trivial == 2 and c.head is not c.tail:
+        if _in_place(c, seg):
+            return False
         return any(not is_trivial(index.lines[p]) and index.normal[p] not in ours for p in range(c.start, c.end))
     return any(key and key not in keys for key in index.defines[c.start : c.end])
+
+
+def _in_place(c: Candidate, seg: tuple[str, ...]) -> bool:
+    """Whether the segment rewrites a line or few in place between two solid runs of braces and
+    keywords: anchors on one diagonal, each of at least IN_PLACE_RUN non-blank lines, and as many
+    lines written between them as the original has there (`i++; } else {`, one changed call,
+    `} } } else {`)."""
+    (seg_from, seg_to), (orig_from, orig_to) = (c.head.seg_end, c.tail.seg_start), (c.head.orig_end, c.tail.orig_start)
+    solid = lambda b: sum(1 for s in range(b.seg_start, b.seg_end) if seg[s].strip()) >= IN_PLACE_RUN
+    return 0 < seg_to - seg_from == orig_to - orig_from <= IN_PLACE_RUN and solid(c.head) and solid(c.tail)
+
+
+def _misaligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> bool:
+    """Whether an anchor of braces and blanks alone sits at another depth than its partner: the
+    head `i++;` matched where it is indented as written, the tail `}` `else {` matched eight
+    columns deeper -- the closers of an inner block, not the segment's."""
+    if c.head is c.tail or not any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)):
+        return False
+    shifts = {shift(c.head, seg, index), shift(c.tail, seg, index)}
+    return None not in shifts and len(shifts) == 2
+
+
+def shift(b: Block, seg, index: OriginalIndex) -> int | None:
+    """How many columns deeper the original indents the block's first non-blank line than the
+    segment; None for a block of blank lines."""
+    s = next((s for s in range(b.seg_start, b.seg_end) if seg[s].strip()), None)
+    if s is None:
+        return None
+    return depth(index.lines[b.orig_start + s - b.seg_start]) - depth(seg[s])
+
+
+def depth(line: str) -> int:
+    """The columns `line` is indented by, a tab counting 4: chat answers write a tab-indented
+    file's lines with four spaces."""
+    return len(indent_of(line).expandtabs(4))
 
 
 def _beheads(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, keys: set[str], ends) -> bool:
@@ -234,8 +273,8 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     tree = functools.cache(lambda: parse_tree(index.text, index.language) if index.text is not None else None)
     ends = functools.cache(lambda row: tree() and construct_end(index.text, index.lines, index.language, row, tree()))
     found = [c for h, t in _pairings(heads, tails)
-             if (c := pair(h, t)) is not None and not _drops_unshown(c, index, ours, keys, fragment)
-             and not _beheads(c, seg, index, keys, ends)]
+             if (c := pair(h, t)) is not None and not _drops_unshown(c, seg, index, ours, keys, fragment)
+             and not _beheads(c, seg, index, keys, ends) and not _misaligned(c, seg, index)]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
     # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say
     # nothing about where the segment goes when lines outside it anchor.
@@ -247,7 +286,7 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     for c in found:
         reach = sum(1 for i in nonblank if not c.head.seg_start <= i < c.tail.seg_end)
         c = replace(c, reach=reach, drops=dropped_lines(c, seg, index, code_only=True),
-                    unique=sum(len(index.normal_at.get(normalize(seg[s]), ())) == 1
+                    unique=sum(len(index.normal_at.get(normalize(seg[s]), ())) == 1 and not is_trivial(seg[s])
                                for b in {c.head, c.tail} for s in range(b.seg_start, b.seg_end)))
         if c.bounds not in best or c.score > best[c.bounds].score:
             best[c.bounds] = c

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from engine.apply.anchor import COMMENT_OPENERS, RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
-from engine.apply.candidates import Candidate
+from engine.apply.candidates import Candidate, depth, shift
 from engine.apply.languages import parse_tree
 from engine.apply.text import indent_of
 
@@ -41,7 +41,8 @@ def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int,
         units = _definitions(index, lo, hi)
     ours = [line for line in seg if definition(line)]
     mid = range(start, cand.tail.seg_start)
-    rows = [next((s for s in mid if _shows(seg[s], index.lines[key], name)), None) for _, key, _, name in units]
+    moved = shift(cand.head, seg, index) or 0
+    rows = [next((s for s in mid if _shows(seg[s], index.lines[key], name, moved)), None) for _, key, _, name in units]
     out = []
     for n, (first, key, stop, name) in enumerate(units):
         # A member running into the tail anchor is the segment's; one the segment shows is too.
@@ -143,10 +144,11 @@ def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int,
     return [(r, r, end, keys[r].split()[-1]) for r, end in zip(heads, ends)]
 
 
-def _shows(ours: str, theirs: str, name: str) -> bool:
+def _shows(ours: str, theirs: str, name: str, moved: int = 0) -> bool:
     """Whether segment line `ours` shows the member whose first original line is `theirs`: the
     same line, the same definition, or a line whose head (before its first `(`, `:`, `=`, `{`)
-    names it."""
+    names it, no deeper than the member (`let validate = ...` inside `test()` is no `validate()`);
+    `moved`: how much deeper the original indents the segment's lines."""
     if normalize(ours) == normalize(theirs):
         return True
     key = definition(theirs)
@@ -154,6 +156,8 @@ def _shows(ours: str, theirs: str, name: str) -> bool:
         return definition(ours) == key
     if ours.lstrip().startswith(COMMENT_OPENERS):
         return False  # a doc comment that mentions `#getCharRanges()` shows no member
+    if depth(ours) + moved > depth(theirs):
+        return False
     head = re.split(r"[(:={]", ours, maxsplit=1)[0]
     return bool(name) and name in re.findall(r"[\w$]+", head)  # a key may be a number (`13: "frozen"`)
 

@@ -135,6 +135,8 @@ def _is_marker(shape: MarkerShape, kind: LineKind | None, lines: list[str], row:
         return _dots_are_marker(kind, lines, row, original, candidates)
     if shape.strength == WEAK and in_original:
         return False  # a real comment of the file, given as context
+    if in_original and original.gap(lines, row) == 0:
+        return False  # `///     ...` of a doc example, written between the lines it sits between
     if kind is None or kind.name == "comment":  # no grammar: text rules only
         return True
     if kind.name == "string":

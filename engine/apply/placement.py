@@ -29,8 +29,9 @@ from engine.apply.errors import Problem
 from engine.apply.fuzzy import fuzzy_candidates
 from engine.apply.gaps import keep_left_out, left_out
 from engine.apply.indent import reindent
+from engine.apply.scope import construct_ends
 from engine.apply.snippet import Snippet
-from engine.apply.text import line_matcher
+from engine.apply.text import indent_of, line_matcher
 
 _TIE = 0.01  # fuzzy ratios this close are a tie
 MAX_PLACES = 4  # equal places of one segment offered as readings
@@ -141,8 +142,8 @@ def place(snippet: Snippet, index: OriginalIndex, choices: Choices | None = None
     n, segs = len(index), snippet.segments
     found = [candidates(s.lines, index, fragment=not snippet.has_markers) for s in segs]
     resolved = resolve(found, n, segs, index)
-    while (tie := _pick_tie(resolved, segs, choices)) is not None:
-        j, chosen = tie
+    while (fixed := _closer_of_shown(resolved, segs, index) or _pick_tie(resolved, segs, choices)) is not None:
+        j, chosen = fixed
         found[j] = [chosen]
         resolved = resolve(found, n, segs, index)
     # The original span each segment holds so far: its one candidate, later its placement.
@@ -153,9 +154,10 @@ def place(snippet: Snippet, index: OriginalIndex, choices: Choices | None = None
             where = ", ".join(str(c.start + 1) for c in opts[:4])
             out.append(Failure(j, "ambiguous", f"its anchors match equally well at {len(opts)} places (original lines {where})"))
             continue
-        if found[j] and (not opts or opts[0].score < found[j][0].score):
+        if found[j] and (not opts or opts[0].score[:-1] < found[j][0].score[:-1]):
             # Its best match contradicts the order of the other segments: placing it at a weaker
-            # match instead would be a guess.
+            # match instead would be a guess. A match better only by the blank lines and braces
+            # it also covers (the score's last term) says nothing about position.
             where = found[j][0].start + 1
             out.append(Failure(j, "out_of_order", f"its best match (original line {where}) is out of the snippet's order"))
             spans[j] = None
@@ -167,6 +169,28 @@ def place(snippet: Snippet, index: OriginalIndex, choices: Choices | None = None
         spans[j] = (result.start, result.end) if isinstance(result, Placement) else None
         out.append(result)
     return out
+
+
+def _closer_of_shown(resolved: list[list[Candidate]], segs, index: OriginalIndex) -> tuple[int, Candidate] | None:
+    """The first segment left with several places that starts with a lone closer, right after a
+    segment whose placed last line opens a construct: `def use(...)`, a marker, `end` -- that
+    `end` is the one closing `use` (`scope.construct_ends`), not any other `end` further down."""
+    for j in range(1, len(resolved)):
+        opts, before = resolved[j], resolved[j - 1]
+        seg, prev = segs[j].lines, segs[j - 1].lines
+        first = next((i for i, line in enumerate(seg) if line.strip()), None)
+        last = next((i for i in range(len(prev) - 1, -1, -1) if prev[i].strip()), None)
+        if len(opts) < 2 or len(before) != 1 or first is None or last is None or not is_trivial(seg[first]) \
+                or before[0].tail.seg_end != last + 1 or index.text is None:
+            continue
+        opener = before[0].end - 1
+        end = next((end for end in construct_ends(index.text, index.lines, index.language, opener)
+                    if index.normal[end] == normalize(seg[first])
+                    and indent_of(index.lines[end]) == indent_of(index.lines[opener])), None)
+        closing = [c for c in opts if c.head.seg_start == first and c.start == end]
+        if len(closing) == 1:
+            return j, closing[0]
+    return None
 
 
 def _pick_tie(resolved: list[list[Candidate]], segs, choices: Choices) -> tuple[int, Candidate] | None:

@@ -55,18 +55,25 @@ def construct_end(original: str, lines, language: str | None, row: int, tree=Non
     """The last row of the outermost construct that starts at original row `row` (where its
     first character is) and runs past it: `inherits(A, B, {` -> the row of its `});`. None
     without a grammar or such a construct. `tree`: the original's, when the caller has it."""
+    ends = construct_ends(original, lines, language, row, tree)
+    return ends[-1] if ends else None
+
+
+def construct_ends(original: str, lines, language: str | None, row: int, tree=None) -> list[int]:
+    """The last rows of the constructs that start at original row `row` and run past it,
+    innermost first: a Ruby class's first `def` starts the method and the class body."""
     tree = tree or parse_tree(original, language)
     if tree is None or not lines[row].strip():
-        return None
+        return []
     column = len(indent_of(lines[row]).encode("utf-8"))
     node = tree.root_node.descendant_for_point_range((row, column), (row, column))
-    last = None
+    ends = []
     while node is not None and node.parent is not None and node.start_point == (row, column):
         end = node.end_point[0] - (node.end_point[1] == 0)
-        if node.is_named and end > row:
-            last = end
+        if node.is_named and end > row and end not in ends:
+            ends.append(end)
         node = node.parent
-    return last
+    return ends
 
 
 def block_end(original: str, lines, language: str | None, row: int, hi: int) -> int | None:

@@ -430,3 +430,61 @@ def test_a_go_defer_statement_is_no_method_header():
                "    if setupAllSuite, ok := suite.(SetupAllSuite); ok {\n    // ... existing code ...\n")
     result = merge(original, snippet, "go")
     assert result.text == original.replace("\tsuite.SetT(t)\n", "\tsuite.SetT(t)\n\tdefer failOnPanic(t)\n")
+
+
+def test_a_closing_brace_ending_the_snippet_is_the_file_s_last_one_not_an_earlier_one():
+    """The snippet ends `}` and a blank line after a marker: an earlier `}` with a blank line
+    below matches both lines, the file's last `}` only one, but a match better only by a blank
+    line or a brace says nothing about position, so the one in order is no guess (issue 30:
+    rust-lang/log@788afcce89 was refused as out of order)."""
+    original = "macro_rules! a {\n    () => (1)\n}\n\nmacro_rules! b {\n    () => (2)\n}\n"
+    snippet = "/// Doc for b.\nmacro_rules! b {\n    // existing code ...\n}\n\n"
+    result = merge(original, snippet, "rust")
+    assert result.ok and result.text == original.replace("macro_rules! b", "/// Doc for b.\nmacro_rules! b")
+
+
+def test_an_end_after_a_header_and_an_elided_body_closes_that_header():
+    """`def one`, a marker for its body, `end`: that `end` closes `one` (tree-sitter says which
+    row), not any `end` before the next shown method (issue 30: sinatra/sinatra@17c6cc26e6 was
+    refused as ambiguous at four places)."""
+    original = ("class A\n  def one\n    x = 1\n  end\n\n  def two\n    y = 2\n  end\n\n"
+                "  def three\n    z = 3\n  end\nend\n")
+    snippet = ("  # ... existing code ...\n  # The first.\n  def one\n    # ... existing code ...\n  end\n"
+               "  # ... existing code ...\n  # The third.\n  def three\n    # ... existing code ...\n  end\n  # ... existing code ...\n")
+    result = merge(original, snippet, "ruby")
+    assert result.ok and result.text == original.replace("  def one", "  # The first.\n  def one").replace(
+        "  def three", "  # The third.\n  def three")
+
+
+def test_a_line_rewritten_between_runs_of_braces_is_replaced_in_place():
+    """Braces and keywords only around one changed call: the anchors on one diagonal replace the
+    call in place; a tail of braces matched eight columns deeper is no anchor (issue 30:
+    yargs/yargs@9ae61dd005 inserted the segment and kept the old lines, a parse error)."""
+    original = ("function f(a) {\n    if (a) {\n        if (b) {\n            x++;\n        }\n        else {\n"
+                "            set(a, true);\n        }\n    }\n    else {\n        g();\n    }\n}\n")
+    snippet = ("// ...\n            x++;\n        }\n        else {\n            set(a, dflt(a));\n        }\n    }\n    else {\n// ...\n")
+    result = merge(original, snippet, "javascript")
+    assert result.ok and result.text == original.replace("set(a, true)", "set(a, dflt(a))")
+
+
+def test_a_doc_example_s_dots_line_the_original_has_is_no_marker():
+    """`///     ...` inside a doc example, written between the lines it sits between in the
+    original, is content: the snippet has no marker, so the methods it leaves out stay (issue
+    30: dtolnay/anyhow@f8457fb662 deleted five methods)."""
+    original = ("impl E {\n    pub fn new() -> Self {\n        E\n    }\n\n    /// Example:\n    ///\n    /// ```\n"
+                "    /// fn f() {\n    ///     ...\n    /// }\n    /// ```\n    pub fn context(self) -> Self {\n        self\n    }\n}\n")
+    snippet = ("impl E {\n    /// Example:\n    ///\n    /// ```\n    /// fn f() {\n    ///     ...\n    /// }\n    /// ```\n"
+               "    pub fn context(self) -> Self {\n        self.wrap()\n    }\n}\n")
+    found = explore(original, snippet, "rust")
+    assert found.readings[0].text == original.replace("        self\n", "        self.wrap()\n")
+
+
+def test_a_name_written_inside_a_method_does_not_show_the_member_of_that_name():
+    """`let validate = ...` in `test()`'s body does not show the member `validate()`: the members
+    left out before it went back inside `test()`'s body (issue 30: jquense/yup@f1be37ffac)."""
+    original = ("const proto = {\n  a: 1,\n\n  clone() {\n    return this;\n  },\n\n  validate(value, options = {}) {\n"
+                "    return value;\n  },\n\n  /**\n   * Adds a test.\n   */\n  test(x) {\n    return x;\n  },\n});\n")
+    snippet = ("const proto = {\n  a: 1,\n\n  /**\n   * Adds a test.\n   */\n  test(x) {\n    let validate = make(x);\n"
+               "    return validate;\n  },\n});\n")
+    found = explore(original, snippet, "javascript")
+    assert found.readings[0].text == original.replace("    return x;\n", "    let validate = make(x);\n    return validate;\n")
