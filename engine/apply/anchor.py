@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from engine.apply.indent import file_uses_tabs
-from engine.apply.text import indent_of
+from engine.apply.text import depth, indent_of
 
 EXACT, SPACE, FUZZY = 0, 1, 2
 LEVELS = ("exact", "whitespace", "fuzzy")
@@ -270,11 +270,11 @@ def new_definition_rows(seg: tuple[str, ...], index: OriginalIndex) -> set[int]:
         # `interface Options`).
         if key is None or key.split()[-1] in index.names or s in rows or _renames(line, index) or _twins_of(seg, s, index):
             continue
-        depth = len(indent_of(line))
+        level = depth(line)
         end = s + 1
-        while end < len(seg) and (not seg[end].strip() or len(indent_of(seg[end])) > depth):
+        while end < len(seg) and (not seg[end].strip() or depth(seg[end]) > level):
             end += 1
-        if end < len(seg) and len(indent_of(seg[end])) == depth and is_trivial(seg[end]):
+        if end < len(seg) and depth(seg[end]) == level and is_trivial(seg[end]):
             end += 1  # the closing brace
         rows.update(range(s, end))
     return rows
@@ -294,13 +294,13 @@ def _twins_of(seg: tuple[str, ...], s: int, index: OriginalIndex) -> list[str]:
     key = definition(seg[s])
     if not key or key in index.definitions:
         return []
-    skeleton, depth = _skeleton(seg[s])[1], len(indent_of(seg[s]))
-    body = [normalize(row) for row in itertools.takewhile(lambda row: row.strip() and len(indent_of(row)) > depth, seg[s + 1:])]
+    skeleton, level = _skeleton(seg[s])[1], depth(seg[s])
+    body = [normalize(row) for row in itertools.takewhile(lambda row: row.strip() and depth(row) > level, seg[s + 1:])]
     if not body:
         return []
     return [index.defines[p] for _, p in index.skeletons.get(skeleton, ())
             if index.normal[p + 1 : p + 1 + len(body)] == body
-            and p + 1 + len(body) < len(index) and len(indent_of(index.lines[p + 1 + len(body)])) <= depth]
+            and p + 1 + len(body) < len(index) and depth(index.lines[p + 1 + len(body)]) <= level]
 
 
 def _renames(line: str, index: OriginalIndex) -> bool:

@@ -27,7 +27,7 @@ from engine.apply.anchor import (
 )
 from engine.apply.languages import parse_tree
 from engine.apply.scope import construct_end
-from engine.apply.text import indent_of, line_matcher
+from engine.apply.text import depth, line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
 WHOLE_SHARE = 0.5  # a segment sharing this share of its lines with the stretch's two ends is placed there,
@@ -216,12 +216,6 @@ def shift(b: Block, seg, index: OriginalIndex) -> int | None:
     if s is None:
         return None
     return depth(index.lines[b.orig_start + s - b.seg_start]) - depth(seg[s])
-
-
-def depth(line: str) -> int:
-    """The columns `line` is indented by, a tab counting 4: chat answers write a tab-indented
-    file's lines with four spaces."""
-    return len(indent_of(line).expandtabs(4))
 
 
 def _beheads(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, keys: set[str], ends) -> bool:

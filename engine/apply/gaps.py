@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 
 from engine.apply.anchor import COMMENT_OPENERS, RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
-from engine.apply.candidates import Candidate, depth, shift
+from engine.apply.candidates import Candidate, shift
 from engine.apply.languages import parse_tree
-from engine.apply.text import indent_of
+from engine.apply.text import depth, indent_of
 
 
 def left_out(seg, index: OriginalIndex, cand: Candidate) -> list[tuple[int, int, int]]:
@@ -138,8 +138,8 @@ def _definitions(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int,
     """(first row, naming row, end row, name) of each outermost definition in orig[lo:hi] (no
     grammar): it runs to the next one's comments and blank lines."""
     keys = {r: key for r in range(lo, hi) if (key := definition(index.lines[r]))}
-    depth = min((len(indent_of(index.lines[r])) for r in keys), default=0)
-    heads = [r for r in keys if len(indent_of(index.lines[r])) == depth]
+    level = min((len(indent_of(index.lines[r])) for r in keys), default=0)
+    heads = [r for r in keys if len(indent_of(index.lines[r])) == level]
     ends = [_trivia_start(index, r, lo) for r in heads[1:]] + [hi]
     return [(r, r, end, keys[r].split()[-1]) for r, end in zip(heads, ends)]
 

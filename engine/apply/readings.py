@@ -154,11 +154,11 @@ def _offer_deletion(original: str, reading: Reading, readings: dict[str, Reading
     many = len(beyond) > 1 or beyond[0].stop - beyond[0].start > 1
     span = ("original lines " if many else "original line ") + ", ".join(
         f"{b.start + 1}-{b.stop}" if b.stop - b.start > 1 else f"{b.stop}" for b in beyond)
-    be, it = ("are", "them") if many else ("is", "it")
+    be, they, them = ("are", "they", "them") if many else ("is", "it", "it")
     moved = any(b.why == "moved" for b in beyond)
-    gone = (f"{span} {be} moved: deleted where {it} stood, where the snippet's blank line is" if moved else
-            f"{span} {be} deleted: the snippet's blank line next to its marker is the one past {it}")
-    kept = (f"{span} {be} copied: kept where {it} stood as well as where the snippet writes {it}" if moved else
+    gone = (f"{span} {be} moved: deleted where {they} stood, where the snippet's blank line is" if moved else
+            f"{span} {be} deleted: the snippet's blank line next to its marker is the one past {them}")
+    kept = (f"{span} {be} copied: kept where {they} stood as well as where the snippet writes {them}" if moved else
             f"{span} {be} kept: the snippet's blank line next to its marker is decoration")
     readings[variant.text] = Reading(variant, check, reading.choices + keys, reading.labels + (gone,))
     readings[reading.text] = replace(reading, choices=reading.choices + tuple((k, "keep") for k, _ in keys),

@@ -79,6 +79,12 @@ def indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
+def depth(line: str) -> int:
+    """The columns `line` is indented by, a tab counting 4: chat answers write a tab-indented
+    file's lines with four spaces."""
+    return len(indent_of(line).expandtabs(4))
+
+
 def original_span(start: int, end: int) -> str:
     """Original rows [start, end) (0-based) as a reason names them: "original line 5", "original
     lines 5-9", or where there are none, the place between two lines."""

@@ -488,3 +488,13 @@ def test_a_name_written_inside_a_method_does_not_show_the_member_of_that_name():
                "    return validate;\n  },\n});\n")
     found = explore(original, snippet, "javascript")
     assert found.readings[0].text == original.replace("    return x;\n", "    let validate = make(x);\n    return validate;\n")
+
+
+def test_a_new_method_s_body_is_measured_in_columns_when_tabs_and_spaces_mix():
+    """A header written with four spaces and a body with two tabs: the body is deeper (a tab
+    counts four columns), so all three lines are the new method's; counted in characters, two
+    tabs were shallower than four spaces and the body was taken for anchors elsewhere."""
+    from engine.apply.anchor import OriginalIndex, new_definition_rows
+    original = "class A {\n\tint f() {\n\t\treturn 1;\n\t}\n}\n"
+    index = OriginalIndex(tuple(original.splitlines()), original, "java")
+    assert new_definition_rows(("    int g() {", "\t\treturn 2;", "    }"), index) == {0, 1, 2}
