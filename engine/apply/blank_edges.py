@@ -23,7 +23,10 @@ real evidence for the second reading, which `readings.explore` then offers besid
   header shown alone above its docstring is orientation, not a deletion.
 
 In both, the lines must be at most MAX_ROWS, and a blank line must follow them in the original
-(the snippet's blank line is that one, if they are gone).
+(the snippet's blank line is that one, if they are gone). A segment may also end with a brace or
+a comment opener before its marker (`/**` above a class's doc comment) that the merge writes new:
+where the original has those lines a few lines on, past lines the snippet writes elsewhere, they
+are the original's, and the lines before them moved (`restored` is the reading that keeps them).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Beyond:
     stop: int
     line: int
     why: str
+    inserted: int = 0  # edge lines the merge wrote new that are the original's last `inserted` of the run
 
 
 def deleted_beyond(original: str, merge: MergeResult) -> list[Beyond]:
@@ -106,7 +110,30 @@ def deleted_beyond(original: str, merge: MergeResult) -> list[Beyond]:
                 unchanged = merge.placed_lines(report) == orig[report.start : report.end]
             if unchanged and not any(definition(orig[y]) or _comment(orig[y]) for y in rows):
                 found.append(Beyond(rows[0], rows[-1] + 1, edge, "shown"))
+        if lines and lines[-1].strip() and is_trivial(lines[-1]) and (report.segment < last or snippet.trailing_elision):
+            found += _moved_past_edge(orig, merge, report, lines, first, hi, copied, written_elsewhere)
     return sorted(found, key=lambda b: b.start)
+
+
+def _moved_past_edge(orig, merge: MergeResult, report, lines, first: int, hi: int, copied, written_elsewhere) -> list[Beyond]:
+    """The same for a segment that ends with a brace or comment opener next to its marker (`/**`
+    above a class's doc comment) that the merge wrote new: when the original has those edge
+    lines a few lines past the anchor, after lines the snippet writes elsewhere (an import moved
+    up), the edge lines are the original's, and those lines moved."""
+    n = len(lines) - next(i for i in range(len(lines) - 1, -1, -1) if not is_trivial(lines[i])) - 1 \
+        if any(not is_trivial(line) for line in lines) else len(lines)
+    edge = [normalize(line) for line in lines[len(lines) - n :]]
+    written = merge.placed_lines(report)
+    if not n or [normalize(line) for line in written[len(written) - n :]] != edge \
+            or [normalize(line) for line in orig[max(report.end - n, 0) : report.end]] == edge:
+        return []  # not written new
+    for x in range(report.end + 1, min(hi, report.end + MAX_ROWS + 1) - n + 1):
+        if [normalize(line) for line in orig[x : x + n]] == edge:
+            significant = [line for line in orig[report.end : x] if not is_trivial(line)]
+            if significant and any(map(copied, significant)) and all(map(written_elsewhere, significant)):
+                return [Beyond(report.end, x + n, first + len(lines) - 1, "moved", inserted=n)]
+            return []
+    return []
 
 
 def _comment(line: str) -> bool:
@@ -134,3 +161,19 @@ def without(original: str, merge: MergeResult, beyond: list[Beyond]) -> MergeRes
                 r = replace(r, end=b.stop)
         segments.append(r)
     return replace(merge, text=text, segments=tuple(segments))
+
+
+def restored(original: str, merge: MergeResult, beyond: list[Beyond]) -> MergeResult:
+    """`merge` without the edge lines it wrote new where `beyond` found them to be the
+    original's (`_moved_past_edge`): the reading that keeps the lines past the anchor, and the
+    original's own edge lines after them."""
+    lines = split_lines(merge.text)
+    drop = {i for b in beyond if b.inserted for i in range(merge.merged_line(b.start) - b.inserted, merge.merged_line(b.start))}
+    if not drop:
+        return merge
+    kept = [i for i in range(len(lines.lines)) if i not in drop]
+    text = join_lines([lines.lines[i] for i in kept], [lines.eols[i] for i in kept])
+    fewer = {b.start: b.inserted for b in beyond if b.inserted}
+    segments = tuple(replace(r, written=r.written - fewer[r.end]) if r.start is not None and r.end in fewer else r
+                     for r in merge.segments)
+    return replace(merge, text=text, segments=segments)

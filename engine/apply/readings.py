@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from engine.apply.errors import Problem
 from engine.apply.confidence import Choices
 from engine.apply.merge import SUCCESS, MergeResult, merge
-from engine.apply.blank_edges import deleted_beyond, without
+from engine.apply.blank_edges import deleted_beyond, restored, without
 from engine.apply.snippet import Snippet, parse_snippet
 from engine.apply.anchor import is_trivial, setting
 from engine.apply.text import indent_of, line_matcher, split_lines
@@ -151,16 +151,26 @@ def _offer_deletion(original: str, reading: Reading, readings: dict[str, Reading
     if not check.ok or _dead_lines(variant.text) > dead_before():
         return
     keys = tuple((f"{'moved' if b.why == 'moved' else 'beyond'}@{b.line}", "delete") for b in beyond)
-    many = len(beyond) > 1 or beyond[0].stop - beyond[0].start > 1
+    rows = [(b.start, b.stop - b.inserted) for b in beyond]  # the run, without the original's edge lines past it
+    many = len(rows) > 1 or rows[0][1] - rows[0][0] > 1
     span = ("original lines " if many else "original line ") + ", ".join(
-        f"{b.start + 1}-{b.stop}" if b.stop - b.start > 1 else f"{b.stop}" for b in beyond)
+        f"{start + 1}-{stop}" if stop - start > 1 else f"{stop}" for start, stop in rows)
     be, they, them = ("are", "they", "them") if many else ("is", "it", "it")
     moved = any(b.why == "moved" for b in beyond)
-    gone = (f"{span} {be} moved: deleted where {they} stood, where the snippet's blank line is" if moved else
+    edge = "edge line" if any(b.inserted for b in beyond) else "blank line"
+    gone = (f"{span} {be} moved: deleted where {they} stood, where the snippet's {edge} is" if moved else
             f"{span} {be} deleted: the snippet's blank line next to its marker is the one past {them}")
     kept = (f"{span} {be} copied: kept where {they} stood as well as where the snippet writes {them}" if moved else
             f"{span} {be} kept: the snippet's blank line next to its marker is decoration")
     readings[variant.text] = Reading(variant, check, reading.choices + keys, reading.labels + (gone,))
+    kept_merge = restored(original, reading.merge, beyond)
+    if kept_merge is not reading.merge:
+        # The edge lines the merge wrote new are the original's, past the lines kept.
+        del readings[reading.text]
+        kept_check = validate(original, kept_merge, language=language)
+        if not kept_check.ok:
+            return
+        reading = replace(reading, merge=kept_merge, validation=kept_check)
     readings[reading.text] = replace(reading, choices=reading.choices + tuple((k, "keep") for k, _ in keys),
                                      labels=reading.labels + (kept,))
 

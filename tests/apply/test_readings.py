@@ -277,6 +277,22 @@ def test_a_line_moved_up_is_read_as_moved_or_copied():
     assert [r.merged_code for r in result.readings] == [found.readings[0].text, moved]
 
 
+def test_an_import_moved_up_above_a_doc_comment_opener_is_read_as_moved_or_copied():
+    """The snippet's segment ends `/**` before its marker: that is the class doc comment's
+    opener, past the import the snippet moved up, not a new line. The merge wrote it new, which
+    commented out the old import and still parsed: wrong, reported valid (issue 30:
+    apache/commons-lang@809e2bed22). Now the import is copied or moved, never a stray `/**`."""
+    methods = "".join(f"\n    /**\n     * Does {n}.\n     */\n    void {n}() {{\n        Validate.ok();\n    }}\n"
+                      for n in ("f", "g", "h", "k"))
+    original = ("package p;\n\nimport java.util.List;\nimport java.util.Map;\n\nimport org.x.Validate;\n\n/**\n * Doc.\n */\n"
+                "class A {" + methods + "}\n")
+    snippet = "package p;\n\nimport org.x.Validate;\n\nimport java.util.List;\nimport java.util.Map;\n\n/**\n// ... existing code ...\n"
+    copied = original.replace("package p;\n\n", "package p;\n\nimport org.x.Validate;\n\n")
+    moved = copied.replace("import java.util.Map;\n\nimport org.x.Validate;\n", "import java.util.Map;\n")
+    found = explore(original, snippet, "java")
+    assert [r.text for r in found.readings] == [copied, moved] and not found.rankable
+
+
 def test_a_segment_that_changes_nothing_shows_the_deletion_at_its_blank_edge():
     """`use std::time::Duration;` and a blank line, then a marker, where the original goes on
     with `use std;`: a segment that changes nothing can only be showing that deletion (issue 30:
