@@ -120,8 +120,7 @@ def _moved_past_edge(orig, merge: MergeResult, report, lines, first: int, hi: in
     above a class's doc comment) that the merge wrote new: when the original has those edge
     lines a few lines past the anchor, after lines the snippet writes elsewhere (an import moved
     up), the edge lines are the original's, and those lines moved."""
-    n = len(lines) - next(i for i in range(len(lines) - 1, -1, -1) if not is_trivial(lines[i])) - 1 \
-        if any(not is_trivial(line) for line in lines) else len(lines)
+    n = next((i for i, line in enumerate(reversed(lines)) if not is_trivial(line)), len(lines))  # the trivial last lines
     edge = [normalize(line) for line in lines[len(lines) - n :]]
     written = merge.placed_lines(report)
     if not n or [normalize(line) for line in written[len(written) - n :]] != edge \
