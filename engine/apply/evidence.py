@@ -114,6 +114,15 @@ class OriginalEvidence:
         none or just the same `...` (code the edit inserted or kept). None: no evidence (the
         original lacks a neighbour).
         """
+        between = self.between(lines, row)
+        if between is None:
+            return None
+        return 0 if between == [lines[row].strip()] else len(between)
+
+    def between(self, lines: list[str], row: int) -> list[str] | None:
+        """The non-blank original lines (stripped) between where the non-blank neighbours of
+        snippet line `row` are in the original (the closest pair in order); None when the
+        original lacks a neighbour."""
         above = next((r for r in range(row - 1, -1, -1) if lines[r].strip()), None)
         below = next((r for r in range(row + 1, len(lines)) if lines[r].strip()), None)
         if above is None or below is None or not self.known:
@@ -125,8 +134,7 @@ class OriginalEvidence:
         if not pairs:
             return None
         _, p, q = min(pairs)
-        between = [l for l in self.lines[p + 1 : q] if l]
-        return 0 if between == [lines[row].strip()] else len(between)
+        return [l for l in self.lines[p + 1 : q] if l]
 
     def _string_rows(self) -> dict[int, int]:
         """Row -> id of the innermost multi-line string node of the original covering it."""

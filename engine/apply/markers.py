@@ -135,7 +135,7 @@ def _is_marker(shape: MarkerShape, kind: LineKind | None, lines: list[str], row:
         return _dots_are_marker(kind, lines, row, original, candidates)
     if shape.strength == WEAK and in_original:
         return False  # a real comment of the file, given as context
-    if in_original and original.gap(lines, row) == 0:
+    if in_original and original.between(lines, row) == [text]:
         return False  # `///     ...` of a doc example, written between the lines it sits between
     if kind is None or kind.name == "comment":  # no grammar: text rules only
         return True

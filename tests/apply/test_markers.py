@@ -148,3 +148,12 @@ def test_snippet_starting_inside_a_docstring_keeps_its_markers():
 )
 def test_markers_in_other_languages(language, lines, expected):
     assert find_markers(lines, language) == expected
+
+
+def test_a_dots_comment_the_original_has_between_the_same_lines_is_content():
+    """`///     ...` inside a Rust doc example, written between the two lines it sits between in
+    the original, is the example's text; the same comment between two lines the original has
+    next to each other still elides (issue 30: dtolnay/anyhow@f8457fb662)."""
+    original = "/// ```\n/// fn f() {\n///     ...\n/// }\n/// ```\nfn g() {\n    a();\n    b();\n}\n"
+    assert find_markers(["/// fn f() {", "///     ...", "/// }"], "rust", original) == []
+    assert find_markers(["    a();", "///     ...", "    b();"], "rust", original) == [1]
