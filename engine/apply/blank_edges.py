@@ -162,7 +162,7 @@ def without(original: str, merge: MergeResult, beyond: list[Beyond]) -> MergeRes
     return replace(merge, text=text, segments=tuple(segments))
 
 
-def restored(original: str, merge: MergeResult, beyond: list[Beyond]) -> MergeResult:
+def restored(merge: MergeResult, beyond: list[Beyond]) -> MergeResult:
     """`merge` without the edge lines it wrote new where `beyond` found them to be the
     original's (`_moved_past_edge`): the reading that keeps the lines past the anchor, and the
     original's own edge lines after them."""

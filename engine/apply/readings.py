@@ -163,7 +163,7 @@ def _offer_deletion(original: str, reading: Reading, readings: dict[str, Reading
     kept = (f"{span} {be} copied: kept where {they} stood as well as where the snippet writes {them}" if moved else
             f"{span} {be} kept: the snippet's blank line next to its marker is decoration")
     readings[variant.text] = Reading(variant, check, reading.choices + keys, reading.labels + (gone,))
-    kept_merge = restored(original, reading.merge, beyond)
+    kept_merge = restored(reading.merge, beyond)
     if kept_merge is not reading.merge:
         # The edge lines the merge wrote new are the original's, past the lines kept.
         del readings[reading.text]
