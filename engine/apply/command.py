@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 
 from rich.console import Console
 from rich.live import Live
@@ -40,7 +42,37 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_INTERRUPTED = 0, 1, 2, 
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"), ("\\", "dim"))
 
 
+class CtrlC:
+    """Remembers a Ctrl-C (SIGINT, then Python's own KeyboardInterrupt) while the apply runs. A
+    C extension that sees the interrupt inside a call may report it as an error of its own
+    (safetensors, loading the model: "could not determine the shape of object type
+    'torch.storage.UntypedStorage'"): an error raised after Ctrl-C is the interrupt, not bad input."""
+
+    def __init__(self):
+        self.seen = False
+        self._previous = None
+
+    def __enter__(self) -> "CtrlC":
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays ignored
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def run_apply(args, err: Console) -> int:
+    with CtrlC() as ctrl_c:
+        return _run_apply(args, err, ctrl_c)
+
+
+def _run_apply(args, err: Console, ctrl_c: CtrlC) -> int:
     try:
         source = read_source(args.file, max_bytes=limits.LIMITS.max_bytes)
         snippet = _read_snippet(args.snippet)
@@ -54,12 +86,11 @@ def run_apply(args, err: Console) -> int:
             check_writable(args.file)  # before any work: a read-only file is not written, forced or not
         result = _remote(args, req) if args.engine else _local(args, req, err)
     except (ApplyCancelled, KeyboardInterrupt):
-        err.print("editapply: interrupted; nothing written", markup=False, highlight=False)
-        return EXIT_INTERRUPTED
+        return _interrupted(err)
     except ValueError as exc:  # ApplyError, engine RequestError, bad configuration: bad input
-        return _fail(err, exc, EXIT_BAD_INPUT)
+        return _interrupted(err) if ctrl_c.seen else _fail(err, exc, EXIT_BAD_INPUT)
     except (RuntimeError, WriteError) as exc:  # the engine or the server failed; the file is read-only
-        return _fail(err, exc, EXIT_FAILED)
+        return _interrupted(err) if ctrl_c.seen else _fail(err, exc, EXIT_FAILED)
     try:
         if args.json:
             sys.stdout.write(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -73,6 +104,11 @@ def run_apply(args, err: Console) -> int:
     if not args.json:
         _print_summary(err, result)
     return _finish(args, err, source, result)
+
+
+def _interrupted(err: Console) -> int:
+    err.print("editapply: interrupted; nothing written", markup=False, highlight=False)
+    return EXIT_INTERRUPTED
 
 
 def _silence_stdout() -> None:
