@@ -24,13 +24,22 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
 
+def cpu_has_bf16_matmul() -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (AMX-BF16 or AVX512-BF16). There a bf16
+    matmul runs about 3x an fp32 one, and the dev sets' outcomes are the same in both dtypes
+    (bench/RESULTS.md, "CPU figures"); elsewhere bf16 is emulated and slower than fp32."""
+    cpu = torch.cpu
+    return any(getattr(cpu, name, lambda: False)() for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
+
+
 class EngineConfig(EnvSettings):
     model_config = SettingsConfigDict(frozen=True)
 
     model: str = Field(DEFAULT_MODEL, description="a preset name or an HF folder")
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     dtype: Literal[("auto", *DTYPES)] = Field(
-        "auto", description="auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16 (or fp32, bf16, fp16)")
+        "auto", description="auto (bf16 on CUDA and on CPUs with bf16 matrix instructions, AMX or AVX512-BF16; "
+        "fp32 on other CPUs) | float32 | bfloat16 | float16 (or fp32, bf16, fp16)")
     max_model_len: int = Field(0, ge=0, description=(
         "prompt + output tokens of one sequence; 0 = the model's own context (max_position_embeddings: 32768 for "
         "the Qwen2.5-Coder presets, 8192 for SmolLM2); more than the model's is refused"))
@@ -82,6 +91,10 @@ class EngineConfig(EnvSettings):
     attention: Literal[ATTENTION_IMPLS] = Field("auto", description=(
         "paged attention (kernels/paged_attention): auto (the Triton kernel on CUDA, the reference elsewhere) | "
         "triton | ref (gather + SDPA, for comparison)"))
+    batch_invariant: Literal["auto", "on", "off"] = Field("auto", description=(
+        "every row of a step computed independently of the others, so a verify block commits the tokens "
+        "plain decoding writes in bf16 too (models/transformer.py set_batch_invariant; the CPU's kernels "
+        "only): auto (on for bf16/fp16 on the CPU) | on | off"))
     int8_head: bool = Field(False, description=(
         "int8 weight-only embeddings and lm_head, per-row scales (kernels/int8_linear; the Triton kernel on "
         "CUDA, the chunked reference elsewhere). Off: see README's config table for why"))
@@ -130,7 +143,14 @@ class EngineConfig(EnvSettings):
         return torch.device(self.device)
 
     @property
+    def rows_invariant(self) -> bool:
+        """Whether the model runs batch-invariant (`batch_invariant` resolved)."""
+        if self.batch_invariant == "auto":
+            return self.torch_device.type == "cpu" and self.torch_dtype != torch.float32
+        return self.batch_invariant == "on"
+
+    @property
     def torch_dtype(self) -> torch.dtype:
         if self.dtype == "auto":
-            return torch.float32 if self.torch_device.type == "cpu" else torch.bfloat16
+            return torch.bfloat16 if self.torch_device.type != "cpu" or cpu_has_bf16_matmul() else torch.float32
         return DTYPES[self.dtype]

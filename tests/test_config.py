@@ -109,3 +109,21 @@ def test_the_cli_exits_2_naming_the_variable(tmp_path):
     run = editapply(str(tmp_path / "f.py"), str(tmp_path / "s.py"), "--mode", "model", env={"EDITAPPLY_MIN_MATCH": "0"})
     assert run.returncode == 2
     assert "EDITAPPLY_MIN_MATCH='0': input should be greater than or equal to 1" in run.stderr.decode()
+
+
+def test_the_cpu_dtype_follows_its_bf16_matrix_units(monkeypatch):
+    """dtype auto on the CPU: bf16 where it multiplies bf16 matrices in hardware, else fp32; bf16 or
+    fp16 on the CPU runs batch-invariant unless switched off, fp32 never needs to."""
+    import torch
+
+    from engine import config
+
+    monkeypatch.setattr(config, "cpu_has_bf16_matmul", lambda: True)
+    cfg = EngineConfig(device="cpu")
+    assert (cfg.torch_dtype, cfg.rows_invariant) == (torch.bfloat16, True)
+    assert not EngineConfig(device="cpu", batch_invariant="off").rows_invariant
+    monkeypatch.setattr(config, "cpu_has_bf16_matmul", lambda: False)
+    cfg = EngineConfig(device="cpu")
+    assert (cfg.torch_dtype, cfg.rows_invariant) == (torch.float32, False)
+    assert EngineConfig(device="cpu", dtype="fp16").rows_invariant
+    assert EngineConfig(device="cpu", batch_invariant="on").rows_invariant

@@ -1,4 +1,4 @@
-"""Building blocks shared by every supported family: RMSNorm, rotary embeddings, SwiGLU."""
+"""Building blocks shared by every supported family: linear layers, RMSNorm, rotary embeddings, SwiGLU."""
 
 from __future__ import annotations
 
@@ -8,6 +8,26 @@ import torch
 from torch import nn
 
 from kernels.fused_ops import add_rms_norm, silu_and_mul
+
+
+def rows_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                invariant: bool = False) -> torch.Tensor:
+    """x [N, in] @ weight [out, in]^T (+ bias). `invariant`: each row's result does not depend on
+    N. On the CPU a bf16 matmul of one row takes a GEMV kernel whose sums differ from the GEMM's
+    (at 1,536 inputs and more), while every N from 2 up gives the same rows: so one row is computed
+    as the first of two. Batch-invariant mode, kernels/paged_attention/ref.py says why."""
+    if invariant and x.shape[0] == 1:
+        return nn.functional.linear(torch.cat((x, x)), weight, bias)[:1]
+    return nn.functional.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear with `rows_matmul`'s batch-invariant form behind a switch (CausalLM.set_batch_invariant)."""
+
+    batch_invariant = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rows_matmul(x, self.weight, self.bias, self.batch_invariant)
 
 
 class RMSNorm(nn.Module):

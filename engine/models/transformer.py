@@ -18,9 +18,11 @@ from torch import nn
 from engine.models.config import ModelConfig
 from engine.models.layers import (
     Int8Table,
+    Linear,
     RMSNorm,
     RotaryEmbedding,
     SiluAndMul,
+    rows_matmul,
 )
 from kernels.fused_ops import rotary, rotary_to_cache
 from kernels.paged_attention import paged_attention
@@ -57,11 +59,12 @@ class Attention(nn.Module):
         self.kv_size = cfg.num_kv_heads * cfg.head_dim
         self.scale = cfg.head_dim**-0.5
         self.sliding_window = cfg.sliding_window
-        self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=cfg.qkv_bias)
-        self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
+        self.qkv_proj = Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=cfg.qkv_bias)
+        self.o_proj = Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.impl = "ref"  # or "triton", for attention and RoPE; CausalLM.set_kernel_impl
+        self.batch_invariant = False  # CausalLM.set_batch_invariant
 
     def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
         T = x.shape[0]
@@ -78,7 +81,7 @@ class Attention(nn.Module):
             kv.write(meta.slot_mapping, k, v)
         out = paged_attention(
             q, kv, meta.slot_tables, meta.q_positions, meta.query_lens, meta.context_lens, self.scale,
-            self.sliding_window, query_starts=meta.query_starts, impl=self.impl,
+            self.sliding_window, query_starts=meta.query_starts, impl=self.impl, invariant=self.batch_invariant,
         )  # [T, H, D]
         return self.o_proj(out.reshape(T, self.q_size))
 
@@ -86,8 +89,8 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.gate_up_proj = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -125,8 +128,9 @@ class CausalLM(nn.Module):
         self.rotary = RotaryEmbedding(
             cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, max_positions or cfg.max_position_embeddings
         )
-        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = None if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.heads = None  # engine/speculative/heads.py DraftHeads, when the target drafts its own tokens
+        self.batch_invariant = False
 
     def set_kernel_impl(self, impl: str) -> None:
         """"ref" or "triton" (kernels/paged_attention.resolve_impl) for the attention and the fused
@@ -134,6 +138,17 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, RMSNorm, SiluAndMul)):
                 module.impl = impl
+
+    def set_batch_invariant(self, on: bool) -> None:
+        """Every row's result independent of the step's other rows (of its own sequence and of the
+        batch): a verify block then commits the tokens plain decoding writes, in bf16 too. The
+        linear layers compute one row as the first of two (layers.rows_matmul), attention by fixed
+        key chunks (kernels/paged_attention/ref.py, paged_attention_rows). The reference kernels
+        only, the CPU's path; the int8 head and int4 KV's window are not covered."""
+        self.batch_invariant = on
+        for module in self.modules():
+            if isinstance(module, (Attention, Linear)):
+                module.batch_invariant = on
 
     def quantize_head(self, impl: str) -> None:
         """Store embed_tokens and lm_head as int8 tables (per-row scales; tied models share one).
@@ -184,4 +199,6 @@ class CausalLM(nn.Module):
         head = self.embed_tokens if self.lm_head is None else self.lm_head
         if isinstance(head, Int8Table):
             return head.logits(hidden)
+        if self.batch_invariant:
+            return rows_matmul(hidden, head.weight, invariant=True)
         return hidden @ head.weight.t()

@@ -3,7 +3,9 @@
 `paged_attention` has two implementations behind one signature: `ref` (ref.py, the spec: gather the
 context, then SDPA; the CPU path) and `triton` (split_kv.py: reads K/V in place through the slot
 table, one launch for the whole batch; the CUDA path). `resolve_impl("auto", device)` picks triton
-on CUDA and ref elsewhere; the engine's switch is EDITAPPLY_ATTENTION.
+on CUDA and ref elsewhere; the engine's switch is EDITAPPLY_ATTENTION. `ref` has a batch-invariant
+form too (`invariant`: ref.py, `paged_attention_rows`; EDITAPPLY_BATCH_INVARIANT), for every cache
+but int4's, whose window form it does not cover.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ import os
 
 import torch
 
-from kernels.paged_attention.ref import causal_mask, paged_attention_cache_ref, paged_attention_ref
+from kernels.paged_attention.ref import (
+    causal_mask,
+    paged_attention_cache_ref,
+    paged_attention_ref,
+    paged_attention_rows,
+    paged_attention_rows_cache,
+)
 
 IMPLS = ("auto", "triton", "ref")
 
@@ -49,7 +57,10 @@ def paged_attention(
     sliding_window: int | None = None,
     query_starts: torch.Tensor | None = None,  # [B+1] int32 row offsets, needed by triton when lengths differ
     impl: str = "ref",
+    invariant: bool = False,  # ref only: each row's output independent of the others (ref.py, paged_attention_rows)
 ) -> torch.Tensor:  # [T, H, D]
+    if invariant and impl == "ref" and not hasattr(kv, "gather_window"):
+        return paged_attention_rows_cache(q, kv, slot_tables, q_positions, query_lens, scale, sliding_window)
     if impl == "triton":
         from kernels.paged_attention.split_kv import paged_attention_triton
 
@@ -59,4 +70,4 @@ def paged_attention(
     return paged_attention_cache_ref(q, kv, slot_tables, q_positions, query_lens, context_lens, scale, sliding_window)
 
 
-__all__ = ["paged_attention", "paged_attention_ref", "paged_attention_cache_ref", "causal_mask", "resolve_impl", "triton_supports", "IMPLS"]
+__all__ = ["paged_attention", "paged_attention_ref", "paged_attention_cache_ref", "paged_attention_rows", "causal_mask", "resolve_impl", "triton_supports", "IMPLS"]

@@ -112,3 +112,81 @@ def paged_attention_cache_ref(
             outs.append(attend(rows, slot_tables[b : b + 1, :keys], q_positions[b : b + 1, t : t + n])[0])
         start += qlen
     return torch.cat(outs)
+
+
+# Batch-invariant attention (EngineConfig.batch_invariant). SDPA's CPU kernel blocks queries and
+# keys by how many there are, so a query's output depends on the rows computed beside it and on how
+# far its key table is padded; in bf16 those last-bit differences flip greedy tokens at near-ties,
+# and speculation then writes another text than plain decoding (bench/RESULTS.md, "CPU figures").
+# Here every shape a query meets is fixed: keys in chunks of KEY_CHUNK at fixed positions, queries
+# in tiles of ROW_TILE rows (a single decode token is padded to a tile), the math in fp32 (bf16
+# storage), the softmax over the row's own max and its chunk sums added in chunk order. Chunks past
+# a query's position add exact zeros. So a query's output depends on its own row, its position
+# and the keys up to it, nothing else.
+KEY_CHUNK = 256
+ROW_TILE = 16
+
+
+def paged_attention_rows(
+    q: torch.Tensor,  # [Tq, H, D] one sequence's queries
+    k: torch.Tensor,  # [S, Hkv, D] its keys, S past the last query position (any padding beyond)
+    v: torch.Tensor,  # [S, Hkv, D]
+    q_positions: torch.Tensor,  # [Tq] absolute position of each query
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:  # [Tq, H, D]
+    """Attention whose every row is computed alone, in fixed shapes (see above)."""
+    Tq, H, D = q.shape
+    Hkv = k.shape[1]
+    group = H // Hkv
+    n = -(-(int(q_positions.max()) + 1) // KEY_CHUNK)
+    keys = n * KEY_CHUNK
+    kc, vc = (_padded(x, keys).float().view(n, KEY_CHUNK, Hkv, D).permute(2, 0, 1, 3) for x in (k, v))  # [Hkv, n, C, D]
+    key_pos = torch.arange(keys, device=q.device).view(n, 1, KEY_CHUNK)
+    outs = []
+    for t in range(0, Tq, ROW_TILE):
+        rows = min(ROW_TILE, Tq - t)
+        qt = _padded(q[t : t + rows].float(), ROW_TILE)  # [R, H, D]
+        pos = _padded(q_positions[t : t + rows], ROW_TILE).view(1, ROW_TILE, 1)
+        # Heads of one KV head side by side: [Hkv, 1, group * R, D] against [Hkv, n, D, C].
+        qh = qt.view(ROW_TILE, Hkv, group, D).permute(1, 2, 0, 3).reshape(Hkv, 1, group * ROW_TILE, D)
+        s = torch.matmul(qh, kc.transpose(-1, -2)) * scale  # [Hkv, n, group * R, C]
+        visible = key_pos <= pos  # [n, R, C]
+        if sliding_window is not None:
+            visible &= key_pos > pos - sliding_window
+        s = s.view(Hkv, n, group, ROW_TILE, KEY_CHUNK).masked_fill(~visible[:, None], float("-inf"))
+        top = s.amax(dim=(1, 4), keepdim=True)  # [Hkv, 1, group, R, 1]
+        p = torch.exp(s - top)
+        sums = p.sum(-1)  # [Hkv, n, group, R]
+        pv = torch.matmul(p.view(Hkv, n, group * ROW_TILE, KEY_CHUNK), vc).view(Hkv, n, group, ROW_TILE, D)
+        acc, total = pv[:, 0], sums[:, 0]
+        for c in range(1, n):  # in chunk order, never a reduction whose order depends on n
+            acc, total = acc + pv[:, c], total + sums[:, c]
+        out = (acc / total[..., None]).permute(2, 0, 1, 3).reshape(ROW_TILE, H, D)  # [R, H, D]
+        outs.append(out[:rows])
+    return torch.cat(outs).to(q.dtype)
+
+
+def paged_attention_rows_cache(
+    q: torch.Tensor,  # [T, H, D]: the step's queries, sequence after sequence
+    kv,  # the layer's cache: .gather(slot_tables) -> K, V [B, S, Hkv, D] in the compute dtype
+    slot_tables: torch.Tensor,  # [B, S]
+    q_positions: torch.Tensor,  # [B, Tq_max]
+    query_lens: list[int],
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:  # [T, H, D]
+    """`paged_attention_rows` over the cache, one sequence at a time."""
+    outs, start = [], 0
+    for b, qlen in enumerate(query_lens):
+        positions = q_positions[b, :qlen]
+        keys = min(slot_tables.shape[1], int(positions.max()) + 1)
+        kc, vc = kv.gather(slot_tables[b : b + 1, :keys])
+        outs.append(paged_attention_rows(q[start : start + qlen], kc[0], vc[0], positions, scale, sliding_window))
+        start += qlen
+    return torch.cat(outs)
+
+
+def _padded(x: torch.Tensor, n: int) -> torch.Tensor:
+    """x cut, or padded with zero rows, to n rows (dim 0)."""
+    return x[:n] if x.shape[0] >= n else torch.cat((x, x.new_zeros(n - x.shape[0], *x.shape[1:])))

@@ -174,3 +174,28 @@ def test_engine_tokens_match_reference(tiny_model, kv_dtype):
             eng.step()
         outs[impl] = [s.output_ids for s in seqs]
     assert outs["triton"] == outs["ref"]
+
+
+@pytest.mark.parametrize("H,Hkv,D", [(14, 2, 64), (9, 3, 64), (12, 2, 128)])
+def test_the_rows_form_gives_each_query_the_same_output_alone_or_in_any_block(H, Hkv, D):
+    """Batch-invariant attention (ref.py, paged_attention_rows): a query's output is bit-identical
+    whether it is computed alone (a decode step), as any row of a verify block, or over a key table
+    padded further; and it is fp32 attention rounded to bf16 (the SDPA of fp32 copies)."""
+    from kernels.paged_attention import paged_attention_rows
+
+    g = torch.Generator().manual_seed(0)
+    k, v = (torch.randn(1300, Hkv, D, generator=g).bfloat16() for _ in range(2))
+    q, positions = torch.randn(40, H, D, generator=g).bfloat16(), torch.arange(990, 1030)
+    block = paged_attention_rows(q, k, v, positions, D**-0.5)
+    for i in range(0, 40, 3):
+        for keys in (991 + i, 1030, 1300):
+            alone = paged_attention_rows(q[i : i + 1], k[:keys], v[:keys], positions[i : i + 1], D**-0.5)
+            assert torch.equal(alone[0], block[i])
+        for rows in (2, 5, 17):
+            j = max(0, i - rows + 1)
+            assert torch.equal(paged_attention_rows(q[j : i + 1], k, v, positions[j : i + 1], D**-0.5)[-1], block[i])
+    visible = (torch.arange(1030)[None] <= positions[:, None])[None, None]
+    full = lambda x: x[:1030].float().permute(1, 0, 2).repeat_interleave(H // Hkv, 0)[None]
+    exact = torch.nn.functional.scaled_dot_product_attention(
+        q.float().permute(1, 0, 2)[None], full(k), full(v), attn_mask=visible, scale=D**-0.5)[0].permute(1, 0, 2)
+    assert (block.float() - exact).abs().max() <= (exact.bfloat16().float() - exact).abs().max() + 1e-6

@@ -1,4 +1,5 @@
-"""The engine's greedy generation on the real CI model against transformers' from the same GGUF."""
+"""The engine's greedy generation on the real CI model against transformers' from the same GGUF,
+both in fp32."""
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ PROMPT = [{"role": "user", "content": "Write a short Python function that checks
 
 @pytest.fixture(scope="module")
 def engine(ci_model_dir):
-    return LLMEngine(EngineConfig(model=str(ci_model_dir), drafter="none", max_model_len=1024))
+    return LLMEngine(EngineConfig(model=str(ci_model_dir), dtype="fp32", drafter="none", max_model_len=1024))
 
 
 def test_greedy_64_tokens_identical_to_transformers_from_gguf(engine):

@@ -24,7 +24,7 @@ def generate(engine, request):
 
 @pytest.fixture(scope="module")
 def engines(ci_model_dir):
-    make = lambda int8: LLMEngine(EngineConfig(model=str(ci_model_dir), device="cpu", max_model_len=4096,
+    make = lambda int8: LLMEngine(EngineConfig(model=str(ci_model_dir), device="cpu", dtype="fp32", max_model_len=4096,
                                                max_num_seqs=2, int8_head=int8))
     return make(False), make(True)
 

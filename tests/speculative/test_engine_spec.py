@@ -66,8 +66,9 @@ def test_greedy_speculation_is_identical_on_a_rag_prompt(engine):
 
 def test_greedy_speculation_is_identical_under_int4_kv(ci_model_dir):
     """int4 KV quantizes a block's keys over all its tokens, and verify blocks write drafts across
-    block boundaries that are then rolled back: still the same tokens as one at a time."""
-    engine = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, kv_dtype="int4"))
+    block boundaries that are then rolled back: still the same tokens as one at a time. In fp32:
+    batch-invariant mode (bf16 on the CPU) does not cover int4's full-precision window."""
+    engine = LLMEngine(EngineConfig(model=str(ci_model_dir), dtype="fp32", max_model_len=2048, kv_dtype="int4"))
     tok = engine.tokenizer
     doc = open("engine/block_manager.py").read()[:1500]
     ids = tok.encode_chat([{"role": "user", "content": f"<document>\n{doc}\n</document>\nQuote chain_hash exactly."}])
@@ -116,8 +117,9 @@ def small_model(tmp_path_factory):
 def small_engine_with(folder, sampled_verify):
     # Fixed draft lengths: adaptive sizing follows measured step times, and on a loaded machine it
     # can cut every draft to its first token -- which this model rarely accepts -- so whether any
-    # draft is accepted would depend on the machine's load, not on the rule under test.
-    return LLMEngine(EngineConfig(model=str(folder), device="cpu", max_model_len=64, max_num_seqs=256,
+    # draft is accepted would depend on the machine's load, not on the rule under test. fp32: in
+    # bf16 the CPU runs batch-invariant, whose attention goes one sequence at a time (256 here).
+    return LLMEngine(EngineConfig(model=str(folder), device="cpu", dtype="fp32", max_model_len=64, max_num_seqs=256,
                                   kv_cache_tokens=256 * 32, max_batch_tokens=4096, sampled_verify=sampled_verify,
                                   adaptive_drafts=False))
 

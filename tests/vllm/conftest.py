@@ -32,7 +32,7 @@ CASE_ID = "pallets/flask@e8020e2c5c:flask/ext/__init__.py"
 
 
 def vllm_config(**overrides) -> EngineConfig:
-    return EngineConfig(**{"model": CI_MODEL, "backend": "vllm", "max_model_len": CONTEXT, **overrides})
+    return EngineConfig(**{"model": CI_MODEL, "backend": "vllm", "dtype": "fp32", "max_model_len": CONTEXT, **overrides})
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +52,7 @@ def vllm(vllm_installed):
 
 @pytest.fixture(scope="session")
 def ours(ci_model_dir):
-    service = open_service(EngineConfig(model=CI_MODEL, max_model_len=CONTEXT, max_num_seqs=2))
+    service = open_service(EngineConfig(model=CI_MODEL, dtype="fp32", max_model_len=CONTEXT, max_num_seqs=2))
     yield service
     service.shutdown()
 
