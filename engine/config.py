@@ -24,22 +24,13 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
 
-def cpu_has_bf16_matmul() -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (AMX-BF16 or AVX512-BF16). There a bf16
-    matmul runs about 3x an fp32 one, and the dev sets' outcomes are the same in both dtypes
-    (bench/RESULTS.md, "CPU figures"); elsewhere bf16 is emulated and slower than fp32."""
-    cpu = torch.cpu
-    return any(getattr(cpu, name, lambda: False)() for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
-
-
 class EngineConfig(EnvSettings):
     model_config = SettingsConfigDict(frozen=True)
 
     model: str = Field(DEFAULT_MODEL, description="a preset name or an HF folder")
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     dtype: Literal[("auto", *DTYPES)] = Field(
-        "auto", description="auto (bf16 on CUDA and on CPUs with bf16 matrix instructions, AMX or AVX512-BF16; "
-        "fp32 on other CPUs) | float32 | bfloat16 | float16 (or fp32, bf16, fp16)")
+        "auto", description="auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16 (or fp32, bf16, fp16)")
     max_model_len: int = Field(0, ge=0, description=(
         "prompt + output tokens of one sequence; 0 = the model's own context (max_position_embeddings: 32768 for "
         "the Qwen2.5-Coder presets, 8192 for SmolLM2); more than the model's is refused"))
@@ -152,5 +143,5 @@ class EngineConfig(EnvSettings):
     @property
     def torch_dtype(self) -> torch.dtype:
         if self.dtype == "auto":
-            return torch.bfloat16 if self.torch_device.type != "cpu" or cpu_has_bf16_matmul() else torch.float32
+            return torch.float32 if self.torch_device.type == "cpu" else torch.bfloat16
         return DTYPES[self.dtype]

@@ -111,19 +111,13 @@ def test_the_cli_exits_2_naming_the_variable(tmp_path):
     assert "EDITAPPLY_MIN_MATCH='0': input should be greater than or equal to 1" in run.stderr.decode()
 
 
-def test_the_cpu_dtype_follows_its_bf16_matrix_units(monkeypatch):
-    """dtype auto on the CPU: bf16 where it multiplies bf16 matrices in hardware, else fp32; bf16 or
-    fp16 on the CPU runs batch-invariant unless switched off, fp32 never needs to."""
+def test_bf16_on_the_cpu_runs_batch_invariant():
+    """bf16 or fp16 on the CPU runs batch-invariant unless switched off; fp32 (the CPU's default)
+    is exact without it, and CUDA has no such kernels."""
     import torch
 
-    from engine import config
-
-    monkeypatch.setattr(config, "cpu_has_bf16_matmul", lambda: True)
-    cfg = EngineConfig(device="cpu")
-    assert (cfg.torch_dtype, cfg.rows_invariant) == (torch.bfloat16, True)
-    assert not EngineConfig(device="cpu", batch_invariant="off").rows_invariant
-    monkeypatch.setattr(config, "cpu_has_bf16_matmul", lambda: False)
-    cfg = EngineConfig(device="cpu")
-    assert (cfg.torch_dtype, cfg.rows_invariant) == (torch.float32, False)
-    assert EngineConfig(device="cpu", dtype="fp16").rows_invariant
+    assert EngineConfig(device="cpu").torch_dtype == torch.float32 and not EngineConfig(device="cpu").rows_invariant
+    assert EngineConfig(device="cpu", dtype="bf16").rows_invariant and EngineConfig(device="cpu", dtype="fp16").rows_invariant
+    assert not EngineConfig(device="cpu", dtype="bf16", batch_invariant="off").rows_invariant
     assert EngineConfig(device="cpu", batch_invariant="on").rows_invariant
+    assert not EngineConfig(device="cuda", dtype="bf16").rows_invariant
