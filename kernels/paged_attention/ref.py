@@ -117,7 +117,8 @@ def paged_attention_cache_ref(
 # Batch-invariant attention (EngineConfig.batch_invariant). SDPA's CPU kernel blocks queries and
 # keys by how many there are, so a query's output depends on the rows computed beside it and on how
 # far its key table is padded; in bf16 those last-bit differences flip greedy tokens at near-ties,
-# and speculation then writes another text than plain decoding (bench/RESULTS.md, "CPU figures").
+# and speculation then writes another text than plain decoding (bench/RESULTS.md, "bf16 on the CPU,
+# batch-invariant").
 # Here every shape a query meets is fixed: keys in chunks of KEY_CHUNK at fixed positions, queries
 # in tiles of ROW_TILE rows (a single decode token is padded to a tile), the math in fp32 (bf16
 # storage), the softmax over the row's own max and its chunk sums added in chunk order. Chunks past
