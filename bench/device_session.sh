@@ -9,13 +9,16 @@
 #   bench/device_session.sh queue JOB...     run jobs in the background, after those queued before, on a
 #                                            snapshot of this call's checkout (COMMIT=sha names it if
 #                                            it is not start's)
+#   FILLER=1 bench/device_session.sh queue JOB...   the same, as filler: jobs that use the GPU while
+#                                            parts still travel, given up for the jobs that need them
+#   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, rag, rag_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, concurrency05, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
 set -u
@@ -165,6 +168,10 @@ job() {
       $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60_old --configs "lookup K=16 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/spec60_old.json) ;;
     ranking) for m in qwen2.5-coder-0.5b qwen2.5-coder-1.5b; do $t 300 python3 -m bench.ranking --model $m --repeats 10; done ;;
+    ranking05) $t 300 python3 -m bench.ranking --model qwen2.5-coder-0.5b --repeats 10 ;;
+    ranking15) $t 300 python3 -m bench.ranking --model qwen2.5-coder-1.5b --repeats 10 ;;
+    # The 0.5B at 1 to 64 requests on the dev apply cases (issue 35's levels), lookup with the prediction.
+    concurrency05) $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction" ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
 }
@@ -181,13 +188,17 @@ case ${1:-} in
     shift
     src=$ROOT/src-$(date +%s) && mkdir -p $src && tar -cf - engine kernels prompts bench tests pyproject.toml | tar -xf - -C $src
     echo "${COMMIT:-$(cat $ROOT/commit)}" > $src/.commit
-    setsid nohup bash -c "for j in $*; do flock $LOCK env SRC=$src bash $src/bench/device_session.sh _job \$j; done" \
+    setsid nohup bash -c "for j in $*; do flock $LOCK env SRC=$src FILLER=${FILLER:-0} bash $src/bench/device_session.sh _job \$j; done" \
       > /dev/null 2>&1 < /dev/null &
     echo "queued: $*" ;;
   _job)
+    # A job queued as filler (FILLER=1) is skipped once `stop_filler` has stopped the filler.
+    [ "${FILLER:-0}" = 1 ] && [ -e $ROOT/filler_stopped ] && { echo "$2: skipped (filler stopped)" >> $RES/done.log; exit 0; }
     echo "start $(date +%T)" >> $RES/$2.log
     job "$2" >> $RES/$2.log 2>&1
     echo "$2: exit $? at $(date +%T)" | tee -a $RES/$2.log >> $RES/done.log ;;
+  stop_filler)  # skip the filler jobs not yet started, and end the one running
+    touch $ROOT/filler_stopped; pkill -f "^python3 -m bench.(concurrency|rag)" ; echo "filler stopped" ;;
   collect)
     for _ in $(seq ${2:-0}); do flock -n $LOCK true && ! pgrep -f "device_session.sh _job" > /dev/null && break; sleep 1; done
     # Files past the return limit (16 MiB a file: the heads are 28 MB) come back in parts beside the tarball.
