@@ -18,7 +18,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, concurrency05, rag, rag_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, concurrency05, equal60, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
 set -u
@@ -168,6 +168,12 @@ job() {
       $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60_old --configs "lookup K=16 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/spec60_old.json) ;;
     ranking) for m in qwen2.5-coder-0.5b qwen2.5-coder-1.5b; do $t 300 python3 -m bench.ranking --model $m --repeats 10; done ;;
+    # Speculation against plain decoding in bf16 on the 60 dev apply cases (the 0.5B): outputs identical, tok/s.
+    equal60) $t 540 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/equal60 \
+      --configs plain "lookup K=16" "lookup K=16 +prediction" && cp $RES/spec_decode_cuda.json $RES/equal60.json ;;
+    # The 1.5B at batch 1 on the 60 dev apply cases, lookup.
+    batch15) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup \
+      && cp $RES/drafters_cuda.json $RES/batch15.json ;;
     ranking05) $t 300 python3 -m bench.ranking --model qwen2.5-coder-0.5b --repeats 10 ;;
     ranking15) $t 300 python3 -m bench.ranking --model qwen2.5-coder-1.5b --repeats 10 ;;
     # The 0.5B at 1 to 64 requests on the dev apply cases (issue 35's levels), lookup with the prediction.
