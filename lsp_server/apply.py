@@ -114,7 +114,7 @@ def summary(result: ApplyResult) -> str:
     verdict = "validation ok" if result.ok else "validation failed"
     if result.path == "ranked":
         return f"the model chose among {len(result.readings)} readings · {verdict}"
-    if result.readings:
+    if result.readings and not (result.path == "model" and result.ok):  # else the model wrote the ranked reading
         return f"{len(result.readings)} readings to choose from"
     if result.path != "model":
         return f"deterministic merge · {verdict}"

@@ -11,8 +11,9 @@ Modes (`ApplyRequest.mode`), and which path serves the request (`stats.path`):
   the model, with the best (partial) merge as the predicted output the lookup drafter reads
   first. A model result that fails validation is a refusal with its reasons: an untrusted merge
   is never returned as an answer (nor without an engine);
-* `model`: always the model (the merge still predicts its output). Where the model's file fails
-  validation and the merge validated, the refusal carries the merge as `candidate`, for review;
+* `model`: always the model (the merge still predicts its output), its file held to what the
+  merge knows (`_held_to_merge`). Where the model's file is refused and the merge validated, the
+  refusal carries the merge as `candidate`, for review;
 * `deterministic`: never the model; a snippet that matches nowhere is bad input (`NoMatchError`).
 
 A unified diff or search/replace blocks as the snippet are applied as written (one that applies
@@ -132,6 +133,7 @@ class Plan:
     validation: Validation | None = None  # of `candidate`
     region: Region | None = None
     readings: tuple[Reading, ...] = ()  # several when the snippet is ambiguous (readings.py)
+    rankable: bool = False  # the readings may be ranked (not those of moved code: readings.py)
     started: float = field(default_factory=time.perf_counter)  # when `prepare` began
 
     @property
@@ -195,7 +197,7 @@ def _decide(req: ApplyRequest) -> Plan:
             problems = (*problems, Problem("moved_code", "the snippet may move code; its readings are offered, not "
                                            "ranked: the model would see the old copy, not the new one", "warning"))
     return Plan(req, language, "snippet", path, reason, result.text, result.status, result.confidence,
-                result, problems, check, readings=found.readings)
+                result, problems, check, readings=found.readings, rankable=found.rankable)
 
 
 def _matches_nowhere(result) -> bool:
@@ -318,9 +320,10 @@ def _ranking_stats(ranking: Ranking) -> RankingStats:
 
 
 def model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats, finish_reason: str | None,
-                 started: float) -> ApplyResult:
-    """The model's file (`answer` spliced where it wrote a region), validated; in `auto` a refusal
-    says too that the merge was not trusted."""
+                 started: float, engine=None) -> ApplyResult:
+    """The model's file (`answer` spliced where it wrote a region), validated and held to what
+    the merge knows (`_held_to_merge`, which may rank the readings on `engine`); in `auto` a
+    refusal says too that the merge was not trusted."""
     req = plan.request
     original = req.initial_code
     text = finish(job, answer, original)
@@ -331,14 +334,60 @@ def model_result(plan: Plan, job: ModelJob, answer: str, stats: GenerationStats,
     if not closed(job, answer):
         problems.insert(0, Problem("truncated", f"the model stopped ({finish_reason}) after {stats.generated_tokens} "
                                    f"tokens (max_tokens {job.max_tokens}) before the end of the file"))
+    ranking = None
+    if Validation.of(problems).ok:
+        held, ranking = _held_to_merge(plan, text, engine)
+        problems += held
     validation = Validation.of(problems)
     if req.mode == "auto" and not validation.ok and plan.merge is not None:
         # Neither path is trusted: a refusal with the model's reasons and the merge's doubts.
         validation = Validation.of([*validation.problems, Problem(
             "merge_not_trusted", f"the deterministic merge was not used either: {plan.reason}", "warning")])
-    out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started, max_tokens=job.max_tokens)
-    return _result(original, text, req.path, validation, Usage.of(stats), out,
+    out = _stats(plan, "model", stats, finish_reason, job.prompt.form, started, max_tokens=job.max_tokens,
+                 ranking=_ranking_stats(ranking) if ranking is not None else None)
+    return _result(original, text, req.path, validation, Usage.of(stats), out, _choices(plan, ranking),
                    candidate=None if validation.ok else _candidate(plan))
+
+
+def _held_to_merge(plan: Plan, text: str, engine) -> tuple[list[Problem], Ranking | None]:
+    """The model's file against what the merge knows; its problems, and the ranking if one ran.
+
+    The model's writing is no evidence between readings: it copies what it sees, so it keeps a
+    line the snippet may have deleted. Where the snippet has several readings, the file must be
+    the one that ranking takes by MARGIN (the `rank` path's rule); where the merge has one reading
+    that validates (what `auto` returns without a model), the file must be the merge's. A model
+    that disagrees with such a merge is refused, the merge offered as `candidate`. Dev-set cases
+    that showed both shapes: bench/HISTORY.md, "Model mode held to the merge (issue 30)".
+    """
+    n = len(plan.readings)
+    if n > 1:
+        which = next((k for k, r in enumerate(plan.readings) if r.text == text), None)
+        if which is None:
+            return [Problem("ambiguous_reading", f"the snippet can be read {n} ways and the model's file is none of "
+                            "them")], None
+        if engine is None or not plan.rankable:
+            return [Problem("ambiguous_reading", f"the snippet can be read {n} ways; the model wrote reading "
+                            f"{which + 1}, and no ranking can confirm it"
+                            + ("" if plan.rankable else " (the readings move code: offered, not ranked)"))], None
+        ranking = rank(engine, plan.readings, plan.request.initial_code, plan.merge.snippet, plan.language,
+                       plan.request.path)
+        if ranking.chosen is None or ranking.chosen.text != text:
+            return [Problem("ranking_unsure", f"the snippet can be read {n} ways; the model wrote reading {which + 1}, "
+                            f"but its scores do not prefer it by a clear margin ({ranking.margin:.2f} nats, "
+                            f"{MARGIN:g} needed)")], ranking
+        return [Problem("ranked", f"the snippet can be read {n} ways; the model wrote reading {which + 1}, which its "
+                        f"scores prefer by {ranking.margin:.1f} nats", "warning")], ranking
+    if plan.candidate is not None and plan.validation is not None and plan.validation.ok and text != plan.candidate:
+        at = _first_difference(plan.candidate, text)
+        return [Problem("merge_contradicted", f"the merge has one reading, which validates, and the model's file "
+                        f"differs from it (first at line {at})", line=at)], None
+    return [], None
+
+
+def _first_difference(a: str, b: str) -> int:
+    """The 1-based line where `a` and `b` first differ."""
+    x, y = a.split("\n"), b.split("\n")
+    return next((i + 1 for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)) + 1)
 
 
 def _candidate(plan: Plan) -> ReadingChoice | None:

@@ -70,7 +70,7 @@ class ApplyStream:
                 yield Progress(event.text, stats.generated_tokens, stats.steps, stats.tokens_per_second,
                                stats.accepted_per_step, stats)
         answer = engine.tokenizer.decode(tokens)
-        yield await asyncio.to_thread(model_result, plan, job, answer, stats, finish_reason, started)
+        yield await asyncio.to_thread(model_result, plan, job, answer, stats, finish_reason, started, engine)
 
 
 async def run_apply(run: ApplyStream, on_progress: Callable[[Progress], None] | None = None) -> ApplyResult:

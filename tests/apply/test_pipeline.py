@@ -47,7 +47,7 @@ STATS_KEYS = {"steps", "accepted_per_step", "accepted_per_step_hist", "tokens_pe
 
 class EchoEngine:
     """Writes `request.sources['prediction']` back (or `answer(prediction text)`), 16 tokens an
-    event, through the Engine protocol."""
+    event, through the Engine protocol; scores every reading alike (a tie: no ranking takes one)."""
 
     def __init__(self, tokenizer, max_model_len: int = 1 << 16, answer=None):
         self.tokenizer = tokenizer
@@ -64,6 +64,9 @@ class EchoEngine:
             yield event
 
     def stream(self, request):
+        if request.score_from is not None:
+            yield Event("echo", [], "", True, "stop", GenerationStats(), logprob=0.0)
+            return
         ids = request.sources["prediction"]
         if self.answer is not None:
             ids = self.tokenizer.encode(self.answer(self.tokenizer.decode(ids)))

@@ -348,3 +348,58 @@ def test_readings_of_moved_code_are_offered_not_ranked(tokenizer):
     result = apply_edit(engine, ApplyRequest(MOVED, snippet, path="h.py"))
     assert not result.ok and "moved_code" in result.validation.names and len(result.readings) == 2
     assert result.stats.ranking is None
+
+
+class WritingEngine(ScoringEngine):
+    """ScoringEngine that also writes: a generation request gets its predicted answer back (the
+    merge's file, in the prompt form's fences) with `edit` applied, in one event."""
+
+    def __init__(self, tokenizer, edit=lambda text: text, with_pass: float = -1.0, without: float = -1.0 - 3 * MARGIN):
+        super().__init__(tokenizer, with_pass, without)
+        self.edit = edit
+
+    async def astream(self, request):
+        for event in self.stream(request):
+            yield event
+
+    def stream(self, request):
+        if request.score_from is not None:
+            yield from super().stream(request)
+            return
+        ids = self.tokenizer.encode(self.edit(self.tokenizer.decode(request.sources["prediction"])))
+        yield Event("w", ids, "", True, "stop", GenerationStats(prompt_tokens=len(request.prompt_ids),
+                                                                 generated_tokens=len(ids), steps=1))
+
+    def cancel(self, handle):
+        pass
+
+
+@pytest.mark.parametrize("edit, with_pass, without, outcome", [
+    (lambda p: p, -1.0, -1.0 - MARGIN - 0.5, "ranked"),  # it writes the reading its scores prefer clearly
+    (lambda p: p, -1.0, -1.0 - MARGIN / 2, "ranking_unsure"),  # the reading it wrote leads by too little
+    (lambda p: p, -1.0 - MARGIN - 0.5, -1.0, "ranking_unsure"),  # its scores prefer the other reading
+    (lambda p: p.replace("x = 1\n", "x = 1\n\n"), -1.0, -1.0 - MARGIN - 0.5, "ambiguous_reading"),  # neither
+])
+def test_mode_model_chooses_between_readings_only_by_the_ranking_s_margin(tokenizer, edit, with_pass, without, outcome):
+    """The model's free writing is no evidence between readings (it copies the line the snippet
+    may delete: six dev_hard cases in mode model, H200, 2026-12-05): its file is taken only when
+    it is the reading that ranking takes, else refused with the readings."""
+    engine = WritingEngine(tokenizer, edit, with_pass=with_pass, without=without)
+    result = apply_edit(engine, ApplyRequest(ERR, ERR_SNIPPET, path="e.py", mode="model"))
+    assert result.stats.path == "model" and outcome in result.validation.names, result.validation.names
+    assert result.ok == (outcome == "ranked") and len(result.readings) == 2
+    assert result.merged_code == edit(ERR)
+
+
+def test_mode_model_may_not_contradict_a_merge_with_one_reading_that_validates(tokenizer):
+    """What `auto` would return without a model is what the model's file must be in mode model:
+    a file that drops a blank line, or keeps a line the snippet moved, is refused and the merge
+    offered as the candidate (tqdm/tqdm@4b3dc8928f, stretchr/testify@6e25351910 in dev_hard)."""
+    snippet = "# ... existing code ...\nRETRIES = 5\n\n\ndef main():\n# ... existing code ...\n"
+    merged = CONSTANTS.replace("RETRIES = 3", "RETRIES = 5")
+    assert explore(CONSTANTS, snippet, "python").result.text == merged
+    for edit, ok in ((lambda p: p, True), (lambda p: p.replace("\n\n\ndef", "\n\ndef"), False)):
+        result = apply_edit(WritingEngine(tokenizer, edit), ApplyRequest(CONSTANTS, snippet, path="c.py", mode="model"))
+        assert result.ok == ok and result.merged_code == edit(merged), result.validation.names
+        if not ok:
+            assert "merge_contradicted" in result.validation.names and result.candidate.merged_code == merged
