@@ -70,10 +70,11 @@ class MergeResult:
         """Whether every segment was placed (`exact` or `fuzzy`)."""
         return self.status in SUCCESS
 
-    def merged_line(self, x: int) -> int:
+    def merged_line(self, x: int, after_inserts: bool = True) -> int:
         """Where original line `x`, one outside every placed span, is in `text`: shifted by what
-        the placements before it (insertions at `x` included) added or removed."""
-        return x + sum(r.written - (r.end - r.start) for r in self.segments if r.start is not None and r.end <= x)
+        the placements before it added or removed, insertions at `x` included (after them) or not."""
+        return x + sum(r.written - (r.end - r.start) for r in self.segments if r.start is not None and (
+            r.end < x or r.end == x and (after_inserts or r.start < r.end)))
 
     def placed_lines(self, report: SegmentReport) -> tuple[str, ...]:
         """The lines `text` holds for a placed segment."""

@@ -97,9 +97,9 @@ def build_job(plan, tokenizer, max_model_len: int, default_cap: int | None = Non
     else:
         usable = plan.candidate is not None and plan.merge_status != "unmatched"
         predicted = lf(plan.candidate) if plan.candidate is not None else original
-        # A merge that placed every segment and failed validation: the model writes around all of
-        # them (in the model mode, which writes whatever the merge says, the whole file).
-        everything = req.mode != "model" and not unplaced(plan.merge)
+        # A merge that placed every segment (it failed validation, or mode model asks the model
+        # anyway): the model writes around all of them.
+        everything = plan.merge is not None and not unplaced(plan.merge)
         window = uncertain_window(plan.merge, len(split_lines(original)), everything) if usable and plan.merge else None
         part = None
         if window is not None:
@@ -136,7 +136,7 @@ def build_job(plan, tokenizer, max_model_len: int, default_cap: int | None = Non
 def uncertain_window(merge, n: int, everything: bool = False) -> tuple[int, int] | None:
     """The stretch of the original, [start, end), that the model writes: around every segment
     the merge could not place (the gap between its placed neighbours) -- or, `everything`, every
-    segment (a merge that failed validation) -- WINDOW_MARGIN lines wider, and
+    segment (a merge that placed them all) -- WINDOW_MARGIN lines wider, and
     never cutting a placed segment. None when the merge placed nothing: the model writes it all.
 
     The rest of the file is the merge's text, copied, never generated: the lines no one doubts
@@ -165,10 +165,10 @@ def uncertain_window(merge, n: int, everything: bool = False) -> tuple[int, int]
 def _split_window(original: str, merged: str, merge, window: tuple[int, int]) -> tuple[str, str, str, str, list[int]]:
     """(head, original window, merged window, tail, segments inside it): the merged text cut at
     the lines that the window's edges are in the original (edges lie outside every placed span,
-    so each maps to one merged line)."""
+    so each maps to one merged line; lines inserted at an edge are inside the window)."""
     orig, new = split_lines(original), split_lines(merged)
     start, end = window
-    a, b = merge.merged_line(start), merge.merged_line(end)
+    a, b = merge.merged_line(start, after_inserts=False), merge.merged_line(end)
     shown = [r.segment for r in merge.segments if r.start is None or (start <= r.start and start < r.end <= end)
              or r.start == r.end == end]
     return (join_lines(new.lines[:a], new.eols[:a]), join_lines(orig.lines[start:end], orig.eols[start:end]),

@@ -187,7 +187,10 @@ def test_both_prompt_forms_predict_the_merge(shapes_py, tokenizer, form):
     rendered = tokenizer.decode(job.request.prompt_ids, skip_special=False)
     assert ("<draft>" in rendered) == (form == "draft")
     assert list(job.request.sources) == ["prediction", "original", "snippet"]
-    assert tokenizer.decode(job.request.sources["prediction"]) == plan.candidate + "```"
+    # The model writes the window around the segments; the merge's text around it is copied.
+    predicted = tokenizer.decode(job.request.sources["prediction"])
+    assert predicted.endswith("```") and job.head + predicted[:-3] + job.tail == plan.candidate
+    assert job.head and job.tail
     assert job.request.params.greedy and job.max_tokens > len(job.request.sources["prediction"])
 
 
@@ -217,7 +220,7 @@ def test_a_model_that_strays_from_the_merge_fails_validation(shapes_py, tokenize
         if damage == "drop the tail":
             return "\n".join(lines[:-4] + lines[-1:])  # keeps the closing fence
         if damage == "touch a line":
-            return prediction.replace("print(s.area())", "print(s.area(), flush=True)")
+            return prediction.replace("2 * (self.w + self.h)", "2 * (self.h + self.w)")  # in the model's window
         return prediction.replace('        """Area in square units."""\n', "")  # the original's copy bias
 
     req = ApplyRequest(shapes_py, AREA_EXACT, path="shapes.py", mode="model")
@@ -358,10 +361,12 @@ def test_a_unified_diff_is_applied_as_the_edit(dev_cases):
 # ---- limits, errors, cancellation -----------------------------------------------------------------
 
 def test_a_file_over_the_context_fails_before_generating(dev_cases, service):
+    """A snippet the merge places nowhere: the model would write the whole file, which does not fit."""
     big = max(dev_cases, key=lambda c: len(c["original"]))
     steps = service.steps
+    nowhere = "# ... existing code ...\nzzz_not_here(1, 2, 3)\n# ... existing code ...\n"
     with pytest.raises(ContextTooLongError, match="too large for the model's context"):
-        apply_edit(service, ApplyRequest(big["original"], big["update_snippet"], path=big["path"], mode="model"))
+        apply_edit(service, ApplyRequest(big["original"], nowhere, path=big["path"], mode="model"))
     assert service.steps == steps
 
 

@@ -378,7 +378,6 @@ class WritingEngine(ScoringEngine):
     (lambda p: p, -1.0, -1.0 - MARGIN - 0.5, "ranked"),  # it writes the reading its scores prefer clearly
     (lambda p: p, -1.0, -1.0 - MARGIN / 2, "ranking_unsure"),  # the reading it wrote leads by too little
     (lambda p: p, -1.0 - MARGIN - 0.5, -1.0, "ranking_unsure"),  # its scores prefer the other reading
-    (lambda p: p.replace("x = 1\n", "x = 1\n\n"), -1.0, -1.0 - MARGIN - 0.5, "ambiguous_reading"),  # neither
 ])
 def test_mode_model_chooses_between_readings_only_by_the_ranking_s_margin(tokenizer, edit, with_pass, without, outcome):
     """The model's free writing is no evidence between readings (it copies the line the snippet
@@ -403,3 +402,13 @@ def test_mode_model_may_not_contradict_a_merge_with_one_reading_that_validates(t
         assert result.ok == ok and result.merged_code == edit(merged), result.validation.names
         if not ok:
             assert "merge_contradicted" in result.validation.names and result.candidate.merged_code == merged
+
+
+def test_mode_model_refuses_a_file_that_is_none_of_the_readings(tokenizer):
+    """Validation catches nearly every such file; one it lets through (a blank line more after
+    the class, outside what it checks) is still no reading, so nothing confirms it."""
+    from engine.apply.pipeline import _held_to_merge, prepare
+
+    plan = prepare(ApplyRequest(ERR, ERR_SNIPPET, path="e.py", mode="model"))
+    problems, ranking = _held_to_merge(plan, ERR + "\n", ScoringEngine(tokenizer, with_pass=-1.0, without=-20.0))
+    assert [p.name for p in problems] == ["ambiguous_reading"] and ranking is None
