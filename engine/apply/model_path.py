@@ -97,9 +97,11 @@ def build_job(plan, tokenizer, max_model_len: int, default_cap: int | None = Non
     else:
         usable = plan.candidate is not None and plan.merge_status != "unmatched"
         predicted = lf(plan.candidate) if plan.candidate is not None else original
-        # A merge that placed every segment (it failed validation, or mode model asks the model
-        # anyway): the model writes around all of them.
-        everything = plan.merge is not None and not unplaced(plan.merge)
+        # A merge that placed every segment and failed validation: the model writes around all of
+        # them (in mode model, which asks the model whatever the merge says, the whole file: a
+        # window cut inside a construct throws a small model off, bench/HISTORY.md "Model mode
+        # held to the merge (issue 30)").
+        everything = req.mode != "model" and plan.merge is not None and not unplaced(plan.merge)
         window = uncertain_window(plan.merge, len(split_lines(original)), everything) if usable and plan.merge else None
         part = None
         if window is not None:
@@ -136,7 +138,7 @@ def build_job(plan, tokenizer, max_model_len: int, default_cap: int | None = Non
 def uncertain_window(merge, n: int, everything: bool = False) -> tuple[int, int] | None:
     """The stretch of the original, [start, end), that the model writes: around every segment
     the merge could not place (the gap between its placed neighbours) -- or, `everything`, every
-    segment (a merge that placed them all) -- WINDOW_MARGIN lines wider, and
+    segment (a merge that failed validation) -- WINDOW_MARGIN lines wider, and
     never cutting a placed segment. None when the merge placed nothing: the model writes it all.
 
     The rest of the file is the merge's text, copied, never generated: the lines no one doubts
