@@ -18,7 +18,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, concurrency05, equal60, batch15, rag, rag_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, equal60, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
 set -u
@@ -176,6 +176,9 @@ job() {
       && cp $RES/drafters_cuda.json $RES/batch15.json ;;
     ranking05) $t 300 python3 -m bench.ranking --model qwen2.5-coder-0.5b --repeats 10 ;;
     ranking15) $t 300 python3 -m bench.ranking --model qwen2.5-coder-1.5b --repeats 10 ;;
+    # Where a ranking's milliseconds go: the same under cProfile, the costliest functions by own time.
+    ranking15_profile) $t 300 python3 -m cProfile -s tottime -m bench.ranking --model qwen2.5-coder-1.5b --repeats 5 \
+      2>&1 | head -70 ;;
     # The 0.5B at 1 to 64 requests on the dev apply cases (issue 35's levels), lookup with the prediction.
     concurrency05) $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction" ;;
     *) echo "unknown job $1"; return 2 ;;
