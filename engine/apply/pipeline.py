@@ -379,8 +379,9 @@ def _held_to_merge(plan: Plan, text: str, engine) -> tuple[list[Problem], Rankin
                         f"scores prefer by {ranking.margin:.1f} nats", "warning")], ranking
     if plan.candidate is not None and plan.validation is not None and plan.validation.ok and text != plan.candidate:
         at = _first_difference(plan.candidate, text)
-        return [Problem("merge_contradicted", f"the merge has one reading, which validates, and the model's file "
-                        f"differs from it (first at line {at})", line=at)], None
+        what = "the merge has one reading, which" if plan.kind == "snippet" else "the edit applied as written"
+        return [Problem("merge_contradicted", f"{what} validates, and the model's file differs from it (first at "
+                        f"line {at})", line=at)], None
     return [], None
 
 

@@ -374,26 +374,27 @@ class WritingEngine(ScoringEngine):
         pass
 
 
-@pytest.mark.parametrize("edit, with_pass, without, outcome", [
-    (lambda p: p, -1.0, -1.0 - MARGIN - 0.5, "ranked"),  # it writes the reading its scores prefer clearly
-    (lambda p: p, -1.0, -1.0 - MARGIN / 2, "ranking_unsure"),  # the reading it wrote leads by too little
-    (lambda p: p, -1.0 - MARGIN - 0.5, -1.0, "ranking_unsure"),  # its scores prefer the other reading
+@pytest.mark.parametrize("with_pass, without, outcome", [
+    (-1.0, -1.0 - MARGIN - 0.5, "ranked"),  # the model writes the reading its scores prefer clearly
+    (-1.0, -1.0 - MARGIN / 2, "ranking_unsure"),  # the reading it wrote leads by too little
+    (-1.0 - MARGIN - 0.5, -1.0, "ranking_unsure"),  # its scores prefer the other reading
 ])
-def test_mode_model_chooses_between_readings_only_by_the_ranking_s_margin(tokenizer, edit, with_pass, without, outcome):
+def test_mode_model_chooses_between_readings_only_by_the_ranking_s_margin(tokenizer, with_pass, without, outcome):
     """The model's free writing is no evidence between readings (it copies the line the snippet
-    may delete: six dev_hard cases in mode model, H200, 2026-12-05): its file is taken only when
-    it is the reading that ranking takes, else refused with the readings."""
-    engine = WritingEngine(tokenizer, edit, with_pass=with_pass, without=without)
+    may delete: six dev-set cases in mode model, H200, 2026-12-05): its file (here the reading
+    that keeps `pass`) is taken only when it is the reading that ranking takes, else refused with
+    the readings."""
+    engine = WritingEngine(tokenizer, with_pass=with_pass, without=without)
     result = apply_edit(engine, ApplyRequest(ERR, ERR_SNIPPET, path="e.py", mode="model"))
     assert result.stats.path == "model" and outcome in result.validation.names, result.validation.names
     assert result.ok == (outcome == "ranked") and len(result.readings) == 2
-    assert result.merged_code == edit(ERR)
+    assert result.merged_code == ERR
 
 
 def test_mode_model_may_not_contradict_a_merge_with_one_reading_that_validates(tokenizer):
     """What `auto` would return without a model is what the model's file must be in mode model:
-    a file that drops a blank line, or keeps a line the snippet moved, is refused and the merge
-    offered as the candidate (tqdm/tqdm@4b3dc8928f, stretchr/testify@6e25351910 in dev_hard)."""
+    a file that drops a blank line (as one did for tqdm/tqdm@4b3dc8928f in dev_hard) is refused
+    and the merge offered as the candidate."""
     snippet = "# ... existing code ...\nRETRIES = 5\n\n\ndef main():\n# ... existing code ...\n"
     merged = CONSTANTS.replace("RETRIES = 3", "RETRIES = 5")
     assert explore(CONSTANTS, snippet, "python").result.text == merged
