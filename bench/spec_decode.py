@@ -159,7 +159,12 @@ def same_prefix_rate(a: dict, b: dict) -> str:
 
 
 def plot(results: dict, path_prefix: Path) -> list[Path]:
-    import matplotlib
+    """The charts' files; none where matplotlib is not installed (the tables and JSON stand alone)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("charts skipped: matplotlib is not installed")
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -256,11 +261,10 @@ def main(argv=None) -> None:
               "ahead: steps launched from a plan made while the step before ran; collect includes wait, the time "
               "blocked on the GPU):\n")
         print(table(["config", "decode wall"] + list(StepTimes().cells()), phases))
-    prefix = Path(args.plot or BENCH / f"spec_decode_{cfg.torch_device.type}")
-    for p in plot(results, prefix):
-        print(f"chart: {p}")
     save_json(f"spec_decode_{cfg.torch_device.type}.json",
               {n: {k: v for k, v in r.items() if k != "outputs"} for n, r in results.items()})
+    for p in plot(results, Path(args.plot or BENCH / f"spec_decode_{cfg.torch_device.type}")):
+        print(f"chart: {p}")
 
 
 if __name__ == "__main__":
