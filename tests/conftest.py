@@ -1,5 +1,6 @@
 import json
 import os
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -36,17 +37,28 @@ def swap_tokens(folder, a: str, b: str) -> None:
     path.write_text(json.dumps(data), encoding="utf-8")
 
 
-def decode_both_ways(runner, prompts: list[list[int]], feeds: list[list[int]], n: int, chained: bool):
-    """On scratch sequences of `runner` holding `prompts`: n greedy tokens after each feed, either
-    chained on the device (ModelRunner.decode_greedy) or one forward per token, and the greedy
-    token after the last one (it reads the K/V the n - 1 fed tokens wrote). The cache's blocks
-    are given back."""
+@contextmanager
+def scratch_sequences(runner, prompts: list[list[int]]):
+    """Sequences of `runner` holding `prompts` (prefilled, room for 64 more tokens each), as
+    rows a test feeds by hand (`num_cached` is the test's to advance); the cache's blocks are
+    given back after."""
     rows = [SimpleNamespace(block_table=runner.kv.allocator.allocate(runner.kv.blocks_for(len(p) + 64)),
                             num_cached=0, needs_prefill=True) for p in prompts]
     try:
-        runner.forward([(row, prompt) for row, prompt in zip(rows, prompts)], logits=False)
+        runner.forward(list(zip(rows, prompts)), logits=False)
         for row, prompt in zip(rows, prompts):
             row.num_cached, row.needs_prefill = len(prompt), False
+        yield rows
+    finally:
+        for row in rows:
+            runner.kv.allocator.release(row.block_table)
+
+
+def decode_both_ways(runner, prompts: list[list[int]], feeds: list[list[int]], n: int, chained: bool):
+    """On scratch sequences of `runner` holding `prompts`: n greedy tokens after each feed, either
+    chained on the device (ModelRunner.decode_greedy) or one forward per token, and the greedy
+    token after the last one (it reads the K/V the n - 1 fed tokens wrote)."""
+    with scratch_sequences(runner, prompts) as rows:
         batch = [(row, feed) for row, feed in zip(rows, feeds)]
         if chained:
             tokens, seconds = runner.decode_greedy(batch, n)
@@ -63,6 +75,3 @@ def decode_both_ways(runner, prompts: list[list[int]], feeds: list[list[int]], n
                 batch = [(row, [t[-1]]) for row, t in zip(rows, tokens)]
         after = runner.verify([(row, [t[-1]]) for row, t in zip(rows, tokens)], last_only=True).rows
         return tokens, after
-    finally:
-        for row in rows:
-            runner.kv.allocator.release(row.block_table)

@@ -4,7 +4,6 @@ logits 16 single decode steps give, bit for bit, alone or beside another sequenc
 speculation never changes the text in bf16 either. The real CI model, in bf16 on the CPU."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from engine.models.layers import rows_matmul
 from engine.runner import ModelRunner
 from engine.types import Request, SamplingParams
 from prompts.apply import build_apply_prompt
+from tests.conftest import scratch_sequences
 
 
 def test_a_row_of_a_matmul_does_not_depend_on_the_others():
@@ -34,14 +34,9 @@ def runner(ci_model_dir):
 
 def logits_of(runner, prompts: list[list[int]], steps: list[list[list[int]]]) -> list[torch.Tensor]:
     """Scratch sequences holding `prompts`; each step feeds every sequence its next tokens. The
-    logits of every fed row, per sequence. The blocks are given back."""
-    rows = [SimpleNamespace(block_table=runner.kv.allocator.allocate(runner.kv.blocks_for(len(p) + 64)),
-                            num_cached=0, needs_prefill=True) for p in prompts]
+    logits of every fed row, per sequence."""
     out = [[] for _ in prompts]
-    try:
-        runner.forward(list(zip(rows, prompts)), logits=False)
-        for row, prompt in zip(rows, prompts):
-            row.num_cached, row.needs_prefill = len(prompt), False
+    with scratch_sequences(runner, prompts) as rows:
         for feeds in steps:
             logits = runner.forward(list(zip(rows, feeds)), logits=True)
             start = 0
@@ -49,10 +44,7 @@ def logits_of(runner, prompts: list[list[int]], steps: list[list[list[int]]]) ->
                 out[n].append(logits[start : start + len(feed)])
                 row.num_cached += len(feed)
                 start += len(feed)
-        return [torch.cat(x) for x in out]
-    finally:
-        for row in rows:
-            runner.kv.allocator.release(row.block_table)
+    return [torch.cat(x) for x in out]
 
 
 def test_a_verify_block_gives_the_logits_of_single_steps(runner):
