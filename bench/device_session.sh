@@ -18,7 +18,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, equal60, batch15, rag, rag_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_profile, equal60, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
 set -u
@@ -181,6 +181,9 @@ job() {
       2>&1 | head -70 ;;
     # The 0.5B at 1 to 64 requests on the dev apply cases (issue 35's levels), lookup with the prediction.
     concurrency05) $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction" ;;
+    # Where a step's host time goes at 32 and 64 requests: the timed runs, then each under cProfile.
+    concurrency05_profile) $t 420 python3 -m bench.concurrency --levels 32 64 --cases 0 --modes "lookup K=16 +prediction" \
+      --profile 30 ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
 }
