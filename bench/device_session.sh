@@ -4,7 +4,11 @@
 # background. The machine is given back 30 s after a call, so the calls follow each other closely;
 # a job outlives its call (setsid) and jobs run one at a time (flock), in the order queued.
 #
-#   bench/device_session.sh start COMMIT     install the carried wheels (.whl/), copy .old/ if carried
+#   bench/device_session.sh start COMMIT     install the carried wheels (.whl/), copy .old/ if carried.
+#                                            The image lacks gguf, unidiff, pydantic (+ pydantic-core,
+#                                            -settings, annotated-types, typing-inspection, python-dotenv),
+#                                            tree-sitter and its 11 grammars: cp312 manylinux wheels of the
+#                                            versions in .venv (../shared/device/README.md says how)
 #   bench/device_session.sh part DIR NAME    keep a carried part folder (.devmodel/05/p3) under /root/parts/NAME
 #   bench/device_session.sh queue JOB...     run jobs in the background, after those queued before, on a
 #                                            snapshot of this call's checkout (COMMIT=sha names it if
