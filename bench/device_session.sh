@@ -2,7 +2,9 @@
 # One lease of the GPU machine, many figures: the model parts travel one call each (64 MiB a call,
 # ../shared/device/README.md) while jobs that need no model, or a model already there, run in the
 # background. The machine is given back 30 s after a call, so the calls follow each other closely;
-# a job outlives its call (setsid) and jobs run one at a time (flock), in the order queued.
+# a job outlives its call (setsid) and jobs run one at a time (flock), in the order queued (one
+# queue call's jobs in order; two queue calls' loops take the lock in no set order). The tree is
+# ~22 MB, so a GGUF travels in 41 MiB parts (`split -b 41M`, one pN folder each): ~3 s a call.
 #
 #   bench/device_session.sh start COMMIT     install the carried wheels (.whl/), copy .old/ if carried.
 #                                            The image lacks gguf, unidiff, pydantic (+ pydantic-core,
