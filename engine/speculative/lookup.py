@@ -38,9 +38,9 @@ longer is there), else its last `min_match` tokens, then grows the candidate mat
 token at a time, keeping those that still agree, up to `max_match`. Only the `max_candidates`
 occurrences nearest the previous cursor are examined, so a re-anchor costs at most
 O(max_candidates * max_match) whatever the source length. A call costs O(new tokens * sources)
-to check cursors and index the generated tokens, O(draft length) to copy the draft, and one
-bounded re-anchor per lost source, skipped once some source has a run of `max_match`: in steady
-copying, amortized O(draft length). (A suffix automaton finds the longest match in O(1) amortized
+to check cursors, O(draft length) to copy the draft, and one bounded re-anchor per lost source,
+skipped once some source has a run of `max_match`; the generated tokens are indexed when that
+source is next searched (each token once): in steady copying, amortized O(draft length). (A suffix automaton finds the longest match in O(1) amortized
 but not the occurrence nearest a cursor; sorted position lists give that with one bisect.)
 """
 
@@ -256,7 +256,9 @@ def draft_length(run: int, max_tokens: int, growth: float) -> int:
 
 class _Source:
     """One source's tokens, n-gram indexes and cursor. A source that `grows` (the generated
-    tokens) keeps dict indexes it extends; the others `SortedIndex`es, from `cache` if given."""
+    tokens) keeps dict indexes, extended over its new tokens when next searched (a cursor that
+    holds never searches: steady copying pays no indexing); the others `SortedIndex`es, from
+    `cache` if given."""
 
     def __init__(self, name: str, tokens: list[int], keys: tuple[int, ...], ref: int = 0,
                  cache: IndexCache | None = None, grows: bool = False):
@@ -267,6 +269,7 @@ class _Source:
         self.grows = grows
         self._cache = cache
         self._indexes: list[tuple[int, Index]] | None = None
+        self._indexed = 0  # the tokens the indexes cover (a growing source's may lag until searched)
         self.cursor: int | None = None  # next expected position; None = lost, re-anchor
         self.run = 0
         self.ref = ref  # where the last cursor was, for choosing the nearest occurrence
@@ -282,14 +285,15 @@ class _Source:
             else:
                 build = self._cache.get if self._cache else SortedIndex
             self._indexes = [(n, build(self.tokens, n)) for n in self.keys]
+        elif self._indexed < len(self.tokens):  # grown since: the positions after the last one indexed
+            for n, index in self._indexes:
+                index_ngrams(self.tokens, n, index, self._indexed + 1)
+        self._indexed = len(self.tokens)
         return self._indexes
 
     def extend(self, new: list[int]) -> None:
         assert self.grows, f"source {self.name!r} does not grow: its index is a SortedIndex"
-        start = len(self.tokens) + 1
-        self.tokens.extend(new)
-        for n, index in self._indexes or ():  # not built yet: the build will cover the new tokens
-            index_ngrams(self.tokens, n, index, start)
+        self.tokens.extend(new)  # indexed when next searched (`indexes`)
 
 
 class LookupDrafter:

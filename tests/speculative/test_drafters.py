@@ -482,3 +482,17 @@ def test_sources_are_indexed_only_once_searched():
     drafts = [(lazy.propose(prompt + truth[:n], 15), eager.propose(prompt + truth[:n], 15)) for n in range(0, 260, 5)]
     assert all(a == b for a, b in drafts)
     assert lazy._sources[1]._indexes is not None  # the miss at 200 searched the file
+
+
+def test_the_generated_tokens_are_indexed_when_searched():
+    """The generated tokens are indexed when their source is next searched, not as they arrive
+    (at 64 requests indexing every step's tokens was the largest host cost of a step, H200,
+    2026-12-05): after any mix of growth and searches the index equals one built whole."""
+    from engine.speculative.lookup import _Source
+
+    rng = random.Random(3)
+    src = _Source("generated", [], (8, 2), grows=True)
+    for step in range(60):
+        src.extend([rng.randrange(20) for _ in range(rng.randrange(1, 17))])
+        if step % 3 == 0 or step == 59:
+            assert src.indexes == [(n, index_ngrams(src.tokens, n)) for n in (8, 2)]
