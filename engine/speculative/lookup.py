@@ -40,8 +40,9 @@ occurrences nearest the previous cursor are examined, so a re-anchor costs at mo
 O(max_candidates * max_match) whatever the source length. A call costs O(new tokens * sources)
 to check cursors, O(draft length) to copy the draft, and one bounded re-anchor per lost source,
 skipped once some source has a run of `max_match`; the generated tokens are indexed when that
-source is next searched (each token once): in steady copying, amortized O(draft length). (A suffix automaton finds the longest match in O(1) amortized
-but not the occurrence nearest a cursor; sorted position lists give that with one bisect.)
+source is next searched (each token once): in steady copying, amortized O(draft length). (A
+suffix automaton finds the longest match in O(1) amortized but not the occurrence nearest a
+cursor; sorted position lists give that with one bisect.)
 """
 
 from __future__ import annotations
