@@ -378,17 +378,11 @@ def _held_to_merge(plan: Plan, text: str, engine) -> tuple[list[Problem], Rankin
         return [Problem("ranked", f"the snippet can be read {n} ways; the model wrote reading {which + 1}, which its "
                         f"scores prefer by {ranking.margin:.1f} nats", "warning")], ranking
     if plan.candidate is not None and plan.validation is not None and plan.validation.ok and text != plan.candidate:
-        at = _first_difference(plan.candidate, text)
+        at = hunks(plan.candidate, text)[0].start + 1
         what = "the merge has one reading, which" if plan.kind == "snippet" else "the edit applied as written"
         return [Problem("merge_contradicted", f"{what} validates, and the model's file differs from it (first at "
                         f"line {at})", line=at)], None
     return [], None
-
-
-def _first_difference(a: str, b: str) -> int:
-    """The 1-based line where `a` and `b` first differ."""
-    x, y = a.split("\n"), b.split("\n")
-    return next((i + 1 for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)) + 1)
 
 
 def _candidate(plan: Plan) -> ReadingChoice | None:
