@@ -174,9 +174,11 @@ class LLMEngine:
         self.check_request(request)
         n = len(request.prompt_ids)
         kind = request.drafter or self.cfg.drafter
-        k = 1 if request.score_from is not None else request.verify_tokens or self.cfg.verify_tokens
+        k = request.verify_tokens or self.cfg.verify_tokens
         sources = dict(request.sources)
-        drafter = make_drafter(kind, sources, n, self.draft_config) if k > 1 else None
+        # A score request never drafts; the room its verify block reserves is what a short
+        # prefill's padding writes into (ModelRunner._graph_prefill).
+        drafter = make_drafter(kind, sources, n, self.draft_config) if k > 1 and request.score_from is None else None
         generator, seed = None, request.params.seed
         if seed is None:
             seed = secrets.randbits(62)

@@ -172,35 +172,46 @@ class ModelRunner:
         """Run a prefill plan's forward, writing K/V. With `picks` [(row, token)], the
         log-probability of each token after its row (score requests, engine._score_picks): the
         lm_head runs on those rows only, SCORE_ROWS at a time ([SCORE_ROWS, vocab] fp32 each)."""
-        if not picks and self._graph_prefill(batch):
-            return []
-        hidden, _, keep = self._run(batch)
+        rows = [r for r, _ in picks]
+        hidden = self._graph_prefill(batch, rows)
+        if hidden is None:
+            hidden, _, keep = self._run(batch)
+            hidden = _rows(hidden, keep)[torch.tensor(rows, dtype=torch.long, device=hidden.device)] if picks else None
         if not picks:
             return []
-        hidden = _rows(hidden, keep)
-        rows = torch.tensor([r for r, _ in picks], dtype=torch.long, device=hidden.device)
         tokens = torch.tensor([t for _, t in picks], dtype=torch.long, device=hidden.device)
         out = []
         for i in range(0, len(picks), SCORE_ROWS):
-            logits = self.model.compute_logits(hidden[rows[i : i + SCORE_ROWS]])  # [n, vocab]
+            logits = self.model.compute_logits(hidden[i : i + SCORE_ROWS])  # [n, vocab]
             out.append(torch.log_softmax(logits, dim=-1).gather(1, tokens[i : i + SCORE_ROWS, None])[:, 0])
         return torch.cat(out).tolist()
 
-    def _graph_prefill(self, batch: list[tuple[Sequence, list[int]]]) -> bool:
+    def _graph_prefill(self, batch: list[tuple[Sequence, list[int]]], picked: list[int]) -> torch.Tensor | None:
         """Run a short prefill (every feed at most SHORT_PREFILL tokens) through the captured
-        verify graphs, K positions of each sequence a replay; False where it does not apply (no
-        graphs, a long feed). Eager, a few tokens pay a launch from Python for every kernel of
-        every layer: most of a later RAG question's time to first token (bench/HISTORY.md, "Step
-        loop, RAG host path, two wrong-but-valid shapes"). A block's padding rows write past the
-        feed, into positions the sequence's verify block reserves (`Scheduler.admit`) and its next
-        forward writes again before any row reads them."""
+        verify graphs, K positions of each sequence a replay: the final hidden states of rows
+        `picked` (rows of the feeds laid end to end), or None where it does not apply (no graphs,
+        a long feed). Eager, a few tokens pay a launch from Python for every kernel of every
+        layer: most of a later RAG question's time to first token and of a ranking's scoring
+        (bench/HISTORY.md, "Step loop, RAG host path, two wrong-but-valid shapes"). A block's
+        padding rows write past the feed, into positions the sequence's verify block reserves
+        (`Scheduler.admit`) and its next forward writes again before any row reads them."""
         graphs, k = self.graphs, self.cfg.verify_tokens
         if graphs is None or len(batch) > graphs.max_batch or any(len(feed) > SHORT_PREFILL for _, feed in batch):
-            return False
+            return None
+        first = list(accumulate((len(feed) for _, feed in batch), initial=0))  # each feed's first row
+        wanted, parts, order = set(picked), [], []
         for at in range(0, max(len(feed) for _, feed in batch), k):
-            block = [(seq, feed[at : at + k]) for seq, feed in batch if len(feed) > at]
-            graphs.run(block, [seq.num_cached + at for seq, _ in block])
-        return True
+            block = [(first[i], seq, feed[at : at + k]) for i, (seq, feed) in enumerate(batch) if len(feed) > at]
+            hidden, _, keep = graphs.run([(seq, f) for _, seq, f in block], [seq.num_cached + at for _, seq, _ in block])
+            rows = [row + at + j for row, _, f in block for j in range(len(f))]
+            mine = [n for n, r in enumerate(rows) if r in wanted]
+            if mine:  # taken now: the next replay writes the graph's output buffer again
+                parts.append(_rows(hidden, keep)[torch.tensor(mine, dtype=torch.long, device=hidden.device)])
+                order.extend(rows[n] for n in mine)
+        if not picked:
+            return torch.empty(0)
+        hidden, at = torch.cat(parts), {r: n for n, r in enumerate(order)}
+        return hidden[torch.tensor([at[r] for r in picked], dtype=torch.long, device=hidden.device)]
 
     @torch.inference_mode()
     def verify(self, batch: list[tuple[Sequence, list[int]]], logits: bool = False,

@@ -75,3 +75,26 @@ def decode_both_ways(runner, prompts: list[list[int]], feeds: list[list[int]], n
                 batch = [(row, [t[-1]]) for row, t in zip(rows, tokens)]
         after = runner.verify([(row, [t[-1]]) for row, t in zip(rows, tokens)], last_only=True).rows
         return tokens, after
+
+
+class EagerBlocks:
+    """What `GraphRunner.run` computes -- each feed padded to a captured block size with its last
+    token, from its start -- as one eager forward, for a runner's `graphs` on the CPU: CUDA graphs
+    run only on CUDA, and the tests that use it are about the blocks a short prefill is cut into,
+    the positions its padding writes and the rows read back. Verify steps stay eager."""
+
+    max_batch, block_sizes = 4, (1, 4, 16)
+
+    def __init__(self, runner):
+        self.runner, self.calls = runner, []  # calls: ([feed lengths], [starts]) of each replay
+
+    def can_run(self, batch) -> bool:
+        return False
+
+    def run(self, batch, starts):
+        tq = next(t for t in self.block_sizes if t >= max(len(f) for _, f in batch))
+        self.calls.append(([len(f) for _, f in batch], list(starts)))
+        ids, positions, meta = self.runner.prepare([(seq, f + [f[-1]] * (tq - len(f))) for seq, f in batch], starts)
+        hidden = self.runner.model(ids, positions, meta, self.runner.kv.layers)
+        keep = [i * tq + j for i, (_, f) in enumerate(batch) for j in range(len(f))]
+        return hidden, None, keep if len(keep) < len(hidden) else None

@@ -11,6 +11,7 @@ from engine.engine import LLMEngine
 from engine.kv_cache import make_layer_kv
 from engine.types import SamplingParams
 from engine.types import Request
+from tests.conftest import EagerBlocks
 
 # ---- block manager, no model ---------------------------------------------------------------
 
@@ -247,26 +248,6 @@ def test_batched_equals_one_at_a_time_and_preemption_is_invisible(ci_model_dir, 
     assert tight.kv.blocks.num_free == tight.kv.num_blocks
 
 
-class _EagerBlocks:
-    """What `GraphRunner.run` computes -- each feed padded to a captured block size with its last
-    token, from its start -- as one eager forward: CUDA graphs run only on CUDA, and this test is
-    about the blocks a short prefill is cut into and the positions its padding writes."""
-
-    max_batch, block_sizes = 4, (1, 4, 16)
-
-    def __init__(self, runner):
-        self.runner, self.calls = runner, []
-
-    def can_run(self, batch) -> bool:
-        return False  # verify steps stay eager
-
-    def run(self, batch, starts):
-        tq = next(t for t in self.block_sizes if t >= max(len(f) for _, f in batch))
-        self.calls.append(([len(f) for _, f in batch], list(starts)))
-        ids, positions, meta = self.runner.prepare([(seq, f + [f[-1]] * (tq - len(f))) for seq, f in batch], starts)
-        self.runner.model(ids, positions, meta, self.runner.kv.layers)
-
-
 def test_a_short_prefill_after_a_cached_document_runs_in_verify_blocks(ci_model_dir, prompts):
     # Question 2's uncached tail (under SHORT_PREFILL tokens) goes in blocks of K from its cached
     # length, padding included, and the answers are those of one eager prefill.
@@ -274,7 +255,7 @@ def test_a_short_prefill_after_a_cached_document_runs_in_verify_blocks(ci_model_
 
     blocks = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048))
     eager = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048))
-    stand_in = blocks.runner.graphs = _EagerBlocks(blocks.runner)
+    stand_in = blocks.runner.graphs = EagerBlocks(blocks.runner)
     got, _ = run(blocks, prompts[:3], together=False)
     want, _ = run(eager, prompts[:3], together=False)
     assert got == want

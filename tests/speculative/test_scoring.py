@@ -9,6 +9,7 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.service import EngineService
 from engine.types import Request, RequestError, SamplingParams
+from tests.conftest import EagerBlocks
 
 transformers = pytest.importorskip("transformers")
 
@@ -64,6 +65,21 @@ def test_candidates_after_a_cached_head_score_as_alone(engine, reference):
     got = score(engine, [head + t for t in tails], [len(head)] * len(tails))
     assert engine.kv.blocks.hits - hits >= len(tails) * (len(head) // 16 - 1)  # the head came from the cache
     assert got == pytest.approx([reference(head + t, len(head)) for t in tails], abs=TOLERANCE)
+
+
+def test_scores_after_a_cached_head_run_in_verify_blocks(ci_model_dir, reference):
+    """A ranking's scoring step: the candidates' uncached tails are short prefills, which run in
+    verify-shaped blocks where CUDA graphs are (`ModelRunner._graph_prefill`; EagerBlocks stands in
+    for the graphs on the CPU), and their rows come back out of each block in the picks' order."""
+    blocks = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, max_num_seqs=4, block_size=16))
+    stand_in = blocks.runner.graphs = EagerBlocks(blocks.runner)
+    head, tails = texts(blocks)
+    tails = [tails[0] * 3, tails[1], tails[2] * 2]  # one tail longer than a block of 16
+    score(blocks, [head], [len(head)])
+    stand_in.calls.clear()
+    got = score(blocks, [head + t for t in tails], [len(head)] * len(tails))
+    assert got == pytest.approx([reference(head + t, len(head)) for t in tails], abs=TOLERANCE)
+    assert len(stand_in.calls) >= 2 and max(len(lengths) for lengths, _ in stand_in.calls) == len(tails)
 
 
 def test_scoring_from_the_second_token_covers_the_whole_prompt(engine, reference):
