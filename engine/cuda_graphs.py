@@ -31,23 +31,18 @@ class _Graph:
     def __init__(self, runner, B: int, Tq: int, width: int, pool, inputs: "_Inputs", capture_stream):
         dev, model = runner.device, runner.model
         self.B, self.Tq, self.width = B, Tq, width
-        self.input_ids, self.positions, slot_mapping, slot_tables, q_positions = inputs.views(B, Tq, width, dev)
-        self.meta = AttentionMetadata(slot_mapping=slot_mapping, slot_tables=slot_tables, q_positions=q_positions,
-                                      query_lens=[Tq] * B, context_lens=[width] * B)
         layers = runner.kv.layers
-        # The shared buffer holds another graph's last inputs: start from token 0 at position 0,
-        # and capture-time writes go to a reserved block, never to a live sequence's slots.
-        for view in (self.input_ids, self.positions, self.meta.slot_tables, self.meta.q_positions):
-            view.zero_()
-        self.meta.slot_mapping.fill_(inputs.scratch_slot)
+        # The shared buffer holds another graph's last inputs: start from token 0 at position 0 in
+        # every row, idle, so capture-time writes go to the scratch block, never a live sequence's.
+        inputs.idle(B, Tq, width)
         # Warm up on the runner's capture stream (allocator and library handles), then capture there.
         capture_stream.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(capture_stream):
-            model(self.input_ids, self.positions, self.meta, layers)
+            model(*inputs.derive(B, Tq, width), layers)
         torch.cuda.current_stream(dev).wait_stream(capture_stream)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, pool=pool, stream=capture_stream):
-            self.hidden = model(self.input_ids, self.positions, self.meta, layers)
+            self.hidden = model(*inputs.derive(B, Tq, width), layers)
             # [B * Tq] greedy tokens: a greedy verify step needs nothing else from the GPU. With draft
             # heads, in a step of few rows, [1 + n, B * Tq]: each row's greedy token, then every
             # head's guess after it.
@@ -57,55 +52,76 @@ class _Graph:
 
 
 class _Inputs:
-    """Every graph's inputs (ids, positions, slot mapping, slot tables, query positions) live in one
-    int64 device buffer, staged in one pinned host buffer: a replay is one host-to-device copy
-    and no other kernel. Graphs replay one at a time, so they share both buffers; each lays its
-    inputs out from the start. The host side is written through numpy, straight from each
-    sequence's block table (a step's host time is part of its latency)."""
+    """Every graph's inputs live in one int64 device buffer, staged in one pinned host buffer: the
+    fed tokens [B * Tq], each row's first position [B], and each row's block table [B, blocks
+    of width]. A replay is one host-to-device copy, and the graph derives the rest on the device
+    (`derive`: positions, the slot each token's K/V goes to, the slot tables attention reads), so
+    the host writes a block number where it would write a slot for each of its positions
+    (bench/HISTORY.md, "Graph inputs staged as block tables"). Rows past the batch are idle: token
+    0 from position 0, their tables all the scratch block; a table past its sequence's blocks
+    holds the scratch block too (masked columns). Graphs replay one at a time, so they share both
+    buffers; each lays its inputs out from the start."""
 
     def __init__(self, max_batch: int, max_tq: int, max_width: int, device, scratch_slot: int, block_size: int):
-        size = max_batch * (4 * max_tq + max_width)
+        size = max_batch * (max_tq + 1 + -(-max_width // block_size))
         cuda = torch.device(device).type == "cuda"  # elsewhere only for the layout's CPU test
         self.device_buf = torch.zeros(size, dtype=torch.long, device=device)
         self.host_buf = torch.zeros(size, dtype=torch.long, pin_memory=cuda)
         self.host = self.host_buf.numpy()
         self.copied = torch.cuda.Event() if cuda else None
         self.scratch_slot, self.block_size = scratch_slot, block_size
+        self.scratch_block = scratch_slot // block_size
 
-    @staticmethod
-    def _split(buf, B: int, Tq: int, width: int):
-        """(ids, positions, slot mapping, slot tables [B, width], query positions [B, Tq]) views of
-        `buf` (a torch tensor or a numpy array)."""
-        n = B * Tq
-        ids, pos, slots = buf[:n], buf[n : 2 * n], buf[2 * n : 3 * n]
-        tables = buf[3 * n : 3 * n + B * width].reshape(B, width)
-        q_pos = buf[3 * n + B * width : 4 * n + B * width].reshape(B, Tq)
-        return ids, pos, slots, tables, q_pos
+    def _split(self, buf, B: int, Tq: int, width: int):
+        """(ids [B * Tq], first positions [B], block tables [B, blocks]) views of `buf` (a torch
+        tensor or a numpy array)."""
+        n, blocks = B * Tq, -(-width // self.block_size)
+        return buf[:n], buf[n : n + B], buf[n + B : n + B + B * blocks].reshape(B, blocks)
 
-    def views(self, B: int, Tq: int, width: int, device):
-        return self._split(self.device_buf, B, Tq, width)
+    def size(self, B: int, Tq: int, width: int) -> int:
+        """The int64s a replay of this shape copies to the device."""
+        return B * (Tq + 1 + -(-width // self.block_size))
+
+    def derive(self, B: int, Tq: int, width: int) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
+        """The forward's inputs from the device buffer, as torch operations (captured into each
+        graph): ids [B * Tq], positions [B * Tq], and the attention metadata -- the layout the
+        eager path's `ModelRunner.prepare` builds on the host."""
+        ids, first, tables = self._split(self.device_buf, B, Tq, width)
+        device, bs = ids.device, self.block_size
+        q_positions = first[:, None] + torch.arange(Tq, device=device)  # [B, Tq]
+        columns = torch.arange(width, device=device)
+        slot_tables = tables[:, columns // bs] * bs + columns % bs  # [B, width]
+        meta = AttentionMetadata(slot_mapping=slot_tables.gather(1, q_positions).reshape(-1), slot_tables=slot_tables,
+                                 q_positions=q_positions, query_lens=[Tq] * B, context_lens=[width] * B)
+        return ids, q_positions.reshape(-1), meta
+
+    def idle(self, B: int, Tq: int, width: int) -> None:
+        """Set every row of the device buffer idle (graph capture)."""
+        ids, first, tables = self._split(self.device_buf, B, Tq, width)
+        ids.zero_(), first.zero_(), tables.fill_(self.scratch_block)
 
     def stage(self, graph: _Graph, batch, starts: list[int]) -> None:
         """Lay out `batch` (sequence, feed of exactly Tq tokens), each feed at positions from its
-        `starts` entry, for `graph` in the host buffer; rows past the batch are idle (token 0 at
-        position 0, written to the scratch slot). `copy` sends it over."""
+        `starts` entry, for `graph` in the host buffer; `copy` sends it over. A feed that reaches
+        past its sequence's blocks is refused (IndexError), never written to another's slots."""
         if self.copied is not None:
             self.copied.synchronize()  # the last copy has read the host buffer
-        B, Tq, width, bs = graph.B, graph.Tq, graph.width, self.block_size
-        ids, pos, slots, tables, q_pos = self._split(self.host, B, Tq, width)
-        for i, ((seq, feed), start) in enumerate(zip(batch, starts)):
-            table = np.asarray(seq.block_table, dtype=np.int64)
-            p = np.arange(start, start + Tq)
-            rows = slice(i * Tq, (i + 1) * Tq)
-            ids[rows], pos[rows], q_pos[i] = feed, p, p
-            slots[rows] = table[p // bs] * bs + p % bs  # IndexError, not a stray write, past the table
-        fill_slot_tables(tables, [seq.block_table for seq, _ in batch], bs)
-        T = len(batch) * Tq
-        ids[T:], pos[T:], slots[T:], q_pos[len(batch) :] = 0, 0, self.scratch_slot, 0
+        B, Tq, bs = graph.B, graph.Tq, self.block_size
+        ids, first, tables = self._split(self.host, B, Tq, graph.width)
+        n, blocks = len(batch), tables.shape[1]
+        ids[: n * Tq] = [token for _, feed in batch for token in feed]
+        ids[n * Tq :], first[:n], first[n:] = 0, starts, 0
+        tables.fill(self.scratch_block)
+        for i, ((seq, _), start) in enumerate(zip(batch, starts)):
+            table = seq.block_table
+            if start + Tq > len(table) * bs:
+                raise IndexError(f"positions {start}-{start + Tq - 1} reach past the sequence's {len(table)} blocks")
+            row = table[:blocks]
+            tables[i, : len(row)] = row
 
     def copy(self, graph: _Graph) -> None:
         """Send the inputs `stage` laid out for `graph` to the device buffer, in one copy."""
-        n = 4 * graph.B * graph.Tq + graph.B * graph.width
+        n = self.size(graph.B, graph.Tq, graph.width)
         self.device_buf[:n].copy_(self.host_buf[:n], non_blocking=True)
         if self.copied is not None:
             self.copied.record()

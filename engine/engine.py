@@ -69,7 +69,8 @@ class StepTimes:
     back, `wait` being its part blocked on the GPU (StepOutput.wait_s), `accept`
     verifies, `postprocess` commits. `ahead` counts the steps launched from a plan made ahead.
     The GPU idles through the host work between `collect` and the next launch: without a plan
-    ahead that is everything but `wait`; with one, `accept`, `postprocess` and the launch."""
+    ahead that is everything but `wait`; with one, `accept`, `postprocess` and the launch.
+    Prefill steps are counted apart: how many, and their wall seconds in all."""
 
     steps: int = 0
     ahead: int = 0
@@ -79,6 +80,8 @@ class StepTimes:
     wait: float = 0.0
     accept: float = 0.0
     postprocess: float = 0.0
+    prefills: int = 0
+    prefill: float = 0.0
 
     def start(self) -> "StepTimes":
         self._mark = time.perf_counter()
@@ -93,13 +96,16 @@ class StepTimes:
         return value
 
     def per_step_us(self) -> dict[str, float]:
+        """µs per verify step by phase."""
         n = max(self.steps, 1)
-        return {f.name: getattr(self, f.name) / n * 1e6 for f in fields(self) if f.type == "float"}
+        return {f.name: getattr(self, f.name) / n * 1e6 for f in fields(self) if f.type == "float" and f.name != "prefill"}
 
     def cells(self) -> dict[str, str]:
-        """The benches' table cells: the share of steps planned ahead, then µs per step by phase."""
+        """The benches' table cells: the share of steps planned ahead, µs per verify step by phase,
+        then the prefill steps and their seconds."""
         return {"ahead": f"{self.ahead / max(self.steps, 1):.0%}",
-                **{k: f"{v:.0f}" for k, v in self.per_step_us().items()}}
+                **{k: f"{v:.0f}" for k, v in self.per_step_us().items()},
+                "prefill steps": str(self.prefills), "prefill s": f"{self.prefill:.3f}"}
 
 
 @dataclass
@@ -258,6 +264,8 @@ class LLMEngine:
             for seq, logprob in zip(owners, self.runner.prefill(plan.batch, picks)):
                 seq.logprob += logprob
             self.scheduler.postprocess(plan)
+            self.step_times.prefills += 1
+            self.step_times.lap("prefill")
             return None
         return self._launch(plan)
 

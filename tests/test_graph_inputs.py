@@ -1,14 +1,15 @@
-"""The CUDA graphs' input staging (engine/cuda_graphs.py `_Inputs.stage`) lays a batch out exactly
-as the eager path's `ModelRunner.prepare` does, padded to the graph's shape. The layout is plain
-host arithmetic, so it is checked on the CPU (the graphs themselves run only on CUDA and are
-checked against eager steps by tests/kernels on the H200 and by bench.step_time)."""
+"""The CUDA graphs' inputs (engine/cuda_graphs.py `_Inputs`: staged on the host, derived on the
+device) lay a batch out exactly as the eager path's `ModelRunner.prepare` does, padded to the
+graph's shape. Staging and derivation are plain arithmetic, so they are checked on the CPU (the
+graphs themselves run only on CUDA and are checked against eager steps by tests/kernels on the
+H200 and by bench.step_time)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
+import torch
 
 from engine.config import EngineConfig
 from engine.cuda_graphs import _Inputs
@@ -30,26 +31,27 @@ def test_staged_inputs_match_the_eager_layout(engine):
         engine.scheduler.ensure_room(seq, n + Tq)
         seqs.append(seq)
     batch = [(seq, [7 + i] * Tq) for i, seq in enumerate(seqs)]
-    scratch = 12345
-    inputs = _Inputs(B, Tq, width, "cpu", scratch, bs)
+    scratch_block = 771
+    inputs = _Inputs(B, Tq, width, "cpu", scratch_block * bs, bs)
     inputs.host[:] = -1  # a stale layout must be overwritten everywhere
     graph = SimpleNamespace(B=B, Tq=Tq, width=width)
     inputs.stage(graph, batch, [seq.num_cached for seq in seqs])
     inputs.copy(graph)
-    ids, pos, slots, tables, q_pos = (np.asarray(v) for v in inputs.views(B, Tq, width, "cpu"))
+    ids, pos, meta = inputs.derive(B, Tq, width)
 
-    e_ids, e_pos, meta = engine.runner.prepare(batch)
-    T = len(batch) * Tq
-    assert (ids[:T] == e_ids.numpy()).all() and (pos[:T] == e_pos.numpy()).all()
-    assert (slots[:T] == meta.slot_mapping.numpy()).all()
-    assert (q_pos[: len(batch)] == meta.q_positions.numpy()).all()
-    e_tables = meta.slot_tables.numpy()
-    for i, seq in enumerate(seqs):  # past a table's end both read a masked dummy slot
-        n = len(seq.block_table) * bs
-        assert (tables[i, : min(n, e_tables.shape[1])] == e_tables[i, :n]).all() and (tables[i, n:] == 0).all()
-    # The idle row: token 0 at position 0, written to the scratch slot, reading nothing.
-    assert (ids[T:] == 0).all() and (pos[T:] == 0).all() and (slots[T:] == scratch).all()
-    assert (tables[len(batch) :] == 0).all() and (q_pos[len(batch) :] == 0).all()
+    e_ids, e_pos, e_meta = engine.runner.prepare(batch)
+    T, n = len(batch) * Tq, len(batch)
+    assert torch.equal(ids[:T], e_ids) and torch.equal(pos[:T], e_pos)
+    assert torch.equal(meta.slot_mapping[:T], e_meta.slot_mapping)
+    assert torch.equal(meta.q_positions[:n], e_meta.q_positions)
+    tables, e_tables = meta.slot_tables, e_meta.slot_tables
+    for i, seq in enumerate(seqs):  # past a table's end: the scratch block, masked
+        end = len(seq.block_table) * bs
+        shown = min(end, e_tables.shape[1])  # the eager tables end at the batch's context
+        assert torch.equal(tables[i, :shown], e_tables[i, :shown]) and (tables[i, end:] // bs == scratch_block).all()
+    # The idle row: token 0 from position 0, its K/V written to the scratch block, reading it only.
+    assert (ids[T:] == 0).all() and torch.equal(pos[T:], torch.arange(Tq))
+    assert (meta.slot_mapping[T:] // bs == scratch_block).all() and (tables[n:] // bs == scratch_block).all()
     # A feed past the sequence's blocks is refused, never written to another sequence's slot.
     with pytest.raises(IndexError):
         inputs.stage(graph, batch, [seqs[0].num_cached + 64] + [seq.num_cached for seq in seqs[1:]])

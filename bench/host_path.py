@@ -1,0 +1,81 @@
+"""Host time per engine step of the batch's own host work, by phase, on this machine's CPU.
+
+    python -m bench.host_path [--sequences 1 8 32 64] [--steps 150]
+
+Each of N sequences is 3,000 tokens into copying a 3,000-token prediction:
+* lookup: its drafter (`engine/speculative/lookup.py`), the prediction and the file as sources
+  and the generated tokens' index built (as after a first miss), proposes 15 tokens a step while
+  the output copies the prediction; the list the engine passes, built per call, is included, as
+  the scheduler pays it too.
+* staging: the CUDA graphs' inputs of a verify step, 16 tokens a sequence, laid out in the host
+  buffer (`engine/cuda_graphs.py` `_Inputs.stage`; the copy to the device is not timed), with the
+  bytes a replay then copies over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from types import SimpleNamespace
+
+from bench.common import commit, header, machine, table
+from engine.cuda_graphs import WIDTH_STEP, _Inputs
+from engine.speculative.lookup import LookupDrafter
+
+TOKENS, K, BLOCK = 3000, 16, 16
+
+
+def lookup_us(n: int, steps: int) -> float:
+    rng = random.Random(0)
+    batch = []
+    for _ in range(n):
+        prediction = [rng.randrange(5000) for _ in range(TOKENS)]
+        prompt = [1] + prediction[:500]
+        d = LookupDrafter({"prediction": prediction, "file": list(prediction)}, prompt_len=len(prompt))
+        d.propose(prompt, K - 1)
+        d._generated.indexes  # built, as a first miss builds it
+        batch.append((d, prompt, prediction))
+    started = time.perf_counter()
+    for step in range(1, steps + 1):
+        for d, prompt, prediction in batch:
+            d.propose(prompt + prediction[: (K - 1) * step], K - 1)
+    return (time.perf_counter() - started) / steps * 1e6
+
+
+def staging_us(n: int, steps: int) -> tuple[float, int]:
+    rng = random.Random(0)
+    blocks = -(-(TOKENS + K) // BLOCK)
+    seqs = [SimpleNamespace(block_table=rng.sample(range(1, 1 << 16), blocks)) for _ in range(n)]
+    rows = 1 << (n - 1).bit_length()
+    width = -(-(TOKENS + K) // WIDTH_STEP) * WIDTH_STEP
+    inputs = _Inputs(rows, K, width, "cpu", scratch_slot=0, block_size=BLOCK)
+    graph = SimpleNamespace(B=rows, Tq=K, width=width)
+    batch = [(seq, [rng.randrange(5000) for _ in range(K)]) for seq in seqs]
+    starts = [TOKENS - rng.randrange(BLOCK) for _ in seqs]
+    started = time.perf_counter()
+    for _ in range(steps):
+        inputs.stage(graph, batch, starts)
+    return (time.perf_counter() - started) / steps * 1e6, 8 * inputs.size(rows, K, width)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sequences", type=int, nargs="+", default=[1, 8, 32, 64])
+    ap.add_argument("--steps", type=int, default=150)
+    args = ap.parse_args(argv)
+    rows = []
+    for n in args.sequences:
+        lookup = lookup_us(n, args.steps)
+        staging, staged = staging_us(n, args.steps)
+        rows.append([n, f"{lookup:,.0f}", f"{lookup / n:,.1f}", f"{staging:,.0f}", f"{staging / n:,.1f}",
+                     f"{staged / 1024:,.0f}"])
+    print(header(f"Host time per engine step, sequences {TOKENS:,} tokens into copying, K={K}"))
+    print(f"machine: {machine()}; commit: {commit()}\n")
+    print(table(["sequences", "lookup us (all)", "lookup us per sequence", "staging us (all)",
+                 "staging us per sequence", "staged KiB"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
