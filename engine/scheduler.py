@@ -67,16 +67,20 @@ class StopChecker:
         self.max_model_len, self.eos_ids, self.tokenizer = max_model_len, eos_ids, tokenizer
 
     def commit(self, seq: Sequence, new: list[int]) -> tuple[int, str | None]:
-        """Append `new` until a stop condition; how many were appended, and the finish reason."""
-        p, n = seq.params, 0
-        for t in new:
-            seq.tokens.append(t)
-            seq.stats.generated += 1
-            n += 1
-            if t in self.eos_ids and not p.ignore_eos:
-                return n, "stop"
-            if seq.num_generated >= p.max_tokens or len(seq) >= self.max_model_len:
-                return n, "length"
+        """Append `new` up to the first stop condition (an end-of-sequence token before a length
+        limit on the same token); how many were appended, and the finish reason."""
+        p = seq.params
+        eos = len(new) + 1
+        if not p.ignore_eos and not self.eos_ids.isdisjoint(new):
+            eos = next(i for i, t in enumerate(new) if t in self.eos_ids) + 1
+        limit = max(1, min(p.max_tokens - seq.num_generated, self.max_model_len - len(seq)))
+        n = min(eos, limit, len(new))
+        seq.tokens.extend(new[:n])
+        seq.stats.generated += n
+        if n == eos:
+            return n, "stop"
+        if n == limit:
+            return n, "length"
         return n, "stop" if p.stop and self._hit_stop_string(seq) else None
 
     def _hit_stop_string(self, seq: Sequence) -> bool:

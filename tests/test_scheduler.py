@@ -98,3 +98,35 @@ def test_a_sequence_that_outgrows_the_whole_cache_ends_at_its_length():
     plan = scheduler.schedule()  # positions 16..19 need a 5th block
     assert plan.batch == [] and seq.is_finished and seq.finish_reason == "length"
     assert not scheduler.has_work() and scheduler.blocks.num_free == 4 and scheduler.preemptions == 0
+
+
+def test_commit_stops_where_a_token_by_token_commit_stops():
+    """`StopChecker.commit` takes a verify step's tokens at once; it must stop where appending them
+    one at a time and checking each stops: an end-of-sequence token first (unless ignored), then
+    max_tokens or the context."""
+    import random
+
+    from engine.scheduler import StopChecker
+
+    def one_at_a_time(seq, new, eos, max_len):
+        for n, t in enumerate(new, 1):
+            seq.tokens.append(t)
+            if t in eos and not seq.params.ignore_eos:
+                return n, "stop"
+            if seq.num_generated >= seq.params.max_tokens or len(seq) >= max_len:
+                return n, "length"
+        return len(new), None
+
+    rng, eos = random.Random(0), frozenset({2, 3})
+    for _ in range(2000):
+        prompt, max_tokens, max_len = rng.randint(1, 8), rng.randint(1, 12), rng.randint(6, 24)
+        ignore = rng.random() < 0.3
+        params = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore)
+        done = rng.randint(0, 6)
+        new = [rng.choice([2, 3, 5, 6, 7, 8, 9]) for _ in range(rng.randint(0, 16))]
+        seqs = [Sequence(Request([1] * prompt, params), None, 16, None) for _ in range(2)]
+        for seq in seqs:
+            seq.tokens.extend([9] * done)
+        want = one_at_a_time(seqs[0], new, eos, max_len)
+        got = StopChecker(max_len, eos).commit(seqs[1], new)
+        assert got == want and seqs[1].tokens == seqs[0].tokens and seqs[1].stats.generated == got[0]
