@@ -32,9 +32,12 @@ CPU_KV_BUDGET_BYTES = 1 << 30
 # or not, and the number of splits, which follow from the length) that prefills use.
 WARM_PREFILL_LENGTHS = (64, 128, 256, 512, 1024, 2048)
 SCORE_ROWS = 256  # rows of one lm_head pass when a prefill scores tokens (`prefill`)
-# A prefill of at most this many tokens a sequence (a question after a cached document) runs as
-# verify-shaped CUDA graph replays, K positions at a time (`_graph_prefill`).
-SHORT_PREFILL = 64
+# A prefill of at most this many tokens a sequence (a question after a cached document, a ranking's
+# window) runs as verify-shaped CUDA graph replays, in blocks of K positions, where it takes at most
+# SHORT_PREFILL_REPLAYS replays (`_graph_prefill`): a replay costs about a verify step, an eager
+# forward of a few hundred tokens several (bench/RESULTS.md, "Readings ranked by the model").
+SHORT_PREFILL = 256
+SHORT_PREFILL_REPLAYS = 4
 
 
 class ModelRunner:
@@ -187,31 +190,42 @@ class ModelRunner:
         return torch.cat(out).tolist()
 
     def _graph_prefill(self, batch: list[tuple[Sequence, list[int]]], picked: list[int]) -> torch.Tensor | None:
-        """Run a short prefill (every feed at most SHORT_PREFILL tokens) through the captured
-        verify graphs, K positions of each sequence a replay: the final hidden states of rows
+        """Run a short prefill (every feed at most SHORT_PREFILL tokens, SHORT_PREFILL_REPLAYS
+        replays in all) through the captured verify graphs: the final hidden states of rows
         `picked` (rows of the feeds laid end to end), or None where it does not apply (no graphs,
-        a long feed). Eager, a few tokens pay a launch from Python for every kernel of every
-        layer: most of a later RAG question's time to first token and of a ranking's scoring
-        (bench/HISTORY.md, "Step loop, RAG host path, two wrong-but-valid shapes"). A block's
-        padding rows write past the feed, into positions the sequence's verify block reserves
-        (`Scheduler.admit`) and its next forward writes again before any row reads them."""
-        graphs, k = self.graphs, self.cfg.verify_tokens
-        if graphs is None or len(batch) > graphs.max_batch or any(len(feed) > SHORT_PREFILL for _, feed in batch):
+        a long prefill). Each feed is cut into blocks of K tokens, and each block is a row of a
+        replay, as a verify block is, reading its sequence's cache from its own start: a layer
+        writes every row's K/V before any row attends, so the blocks of one sequence in one
+        replay see each other. Eager, a few hundred tokens pay a launch from Python for every
+        kernel of every layer: most of a later RAG question's time to first token and of a
+        ranking (bench/HISTORY.md, "Step loop, RAG host path, two wrong-but-valid shapes" and
+        "Short prefills in verify graphs"). A block's padding writes past the feed, into positions
+        the sequence's verify block reserves (`Scheduler.admit`) and its next forward writes again
+        before any row reads them (a sequence that reserves less, prefills eager)."""
+        graphs, k, bs = self.graphs, self.cfg.verify_tokens, self.cfg.block_size
+        if graphs is None or any(len(feed) > SHORT_PREFILL or  # and the padded blocks within the blocks held
+                                 seq.num_cached + -(-len(feed) // k) * k > len(seq.block_table) * bs
+                                 for seq, feed in batch):
             return None
         first = list(accumulate((len(feed) for _, feed in batch), initial=0))  # each feed's first row
+        # (the block's first row, its sequence, its tokens, its first position)
+        blocks = [(first[i] + at, seq, feed[at : at + k], seq.num_cached + at)
+                  for i, (seq, feed) in enumerate(batch) for at in range(0, len(feed), k)]
+        if len(blocks) > SHORT_PREFILL_REPLAYS * graphs.max_batch:
+            return None
         wanted, parts, order = set(picked), [], []
-        for at in range(0, max(len(feed) for _, feed in batch), k):
-            block = [(first[i], seq, feed[at : at + k]) for i, (seq, feed) in enumerate(batch) if len(feed) > at]
-            hidden, _, keep = graphs.run([(seq, f) for _, seq, f in block], [seq.num_cached + at for _, seq, _ in block])
-            rows = [row + at + j for row, _, f in block for j in range(len(f))]
-            mine = [n for n, r in enumerate(rows) if r in wanted]
+        for r in range(0, len(blocks), graphs.max_batch):
+            replay = blocks[r : r + graphs.max_batch]
+            hidden, _, keep = graphs.run([(seq, f) for _, seq, f, _ in replay], [start for *_, start in replay])
+            rows = [row + j for row, _, f, _ in replay for j in range(len(f))]
+            mine = [n for n, row in enumerate(rows) if row in wanted]
             if mine:  # taken now: the next replay writes the graph's output buffer again
                 parts.append(_rows(hidden, keep)[torch.tensor(mine, dtype=torch.long, device=hidden.device)])
                 order.extend(rows[n] for n in mine)
         if not picked:
             return torch.empty(0)
-        hidden, at = torch.cat(parts), {r: n for n, r in enumerate(order)}
-        return hidden[torch.tensor([at[r] for r in picked], dtype=torch.long, device=hidden.device)]
+        hidden, at = torch.cat(parts), {row: n for n, row in enumerate(order)}
+        return hidden[torch.tensor([at[row] for row in picked], dtype=torch.long, device=hidden.device)]
 
     @torch.inference_mode()
     def verify(self, batch: list[tuple[Sequence, list[int]]], logits: bool = False,

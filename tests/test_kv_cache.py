@@ -260,9 +260,11 @@ def test_a_short_prefill_after_a_cached_document_runs_in_verify_blocks(ci_model_
     want, _ = run(eager, prompts[:3], together=False)
     assert got == want
     k = blocks.cfg.verify_tokens
-    tails = [calls for calls in stand_in.calls if calls[1][0] > 0]  # after the cached document
-    assert tails and all(len(lengths) == 1 and lengths[0] <= k for lengths, _ in tails)
-    first = tails[0][1][0]
-    assert first % blocks.kv.block_size == 0 and len(prompts[1]) - 1 - first <= SHORT_PREFILL
-    assert [s[0] for _, s in tails[: -(-(len(prompts[1]) - 1 - first) // k)]] == list(
-        range(first, len(prompts[1]) - 1, k))
+    replays = [call for call in stand_in.calls if call[1][0] > 0]  # after the cached document
+    first = replays[0][1][0]
+    tail = len(prompts[1]) - 1 - first
+    n = -(-tail // k)
+    assert first % blocks.kv.block_size == 0 and tail <= SHORT_PREFILL
+    lengths = [length for lengths, _ in replays for length in lengths][:n]
+    starts = [start for _, starts in replays for start in starts][:n]
+    assert starts == list(range(first, len(prompts[1]) - 1, k)) and sum(lengths) == tail and max(lengths) <= k

@@ -1,5 +1,6 @@
-"""The engine's CUDA graph steps against its eager steps, on a GPU: the same tokens from verify
-blocks and decode steps, and the same scores from a short prefill run in verify blocks. The
+"""The engine's CUDA graph steps against its eager steps, on a GPU: the same tokens after short
+prompts prefilled in verify blocks and from verify and decode steps, and the same scores from
+short prefills run in verify blocks, several blocks of one sequence a replay. The
 graphs run only on CUDA; their inputs' layout is checked on the CPU by tests/test_graph_inputs.py
 and the short prefill's blocks by tests/speculative/test_scoring.py."""
 
@@ -28,7 +29,7 @@ def test_graph_steps_write_the_eager_steps_tokens_and_scores(tiny_model):
             eng.step()
         head = prompts[0]
         scored = [eng.add_request(Request(head + tail, SamplingParams(max_tokens=1), score_from=len(head)))
-                  for tail in ([9] * 20, [11, 12, 13], list(range(20, 50)))]
+                  for tail in ([9] * 20, [11, 12, 13], list(range(20, 80)))]
         while eng.has_work():
             eng.step()
         outs[eager] = [s.output_ids for s in seqs], [s.logprob for s in scored]

@@ -70,7 +70,8 @@ def test_candidates_after_a_cached_head_score_as_alone(engine, reference):
 def test_scores_after_a_cached_head_run_in_verify_blocks(ci_model_dir, reference):
     """A ranking's scoring step: the candidates' uncached tails are short prefills, which run in
     verify-shaped blocks where CUDA graphs are (`ModelRunner._graph_prefill`; EagerBlocks stands in
-    for the graphs on the CPU), and their rows come back out of each block in the picks' order."""
+    for the graphs on the CPU), a sequence's blocks side by side in one replay, and their rows come
+    back out of the replays in the picks' order."""
     blocks = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, max_num_seqs=4, block_size=16))
     stand_in = blocks.runner.graphs = EagerBlocks(blocks.runner)
     head, tails = texts(blocks)
@@ -79,7 +80,8 @@ def test_scores_after_a_cached_head_run_in_verify_blocks(ci_model_dir, reference
     stand_in.calls.clear()
     got = score(blocks, [head + t for t in tails], [len(head)] * len(tails))
     assert got == pytest.approx([reference(head + t, len(head)) for t in tails], abs=TOLERANCE)
-    assert len(stand_in.calls) >= 2 and max(len(lengths) for lengths, _ in stand_in.calls) == len(tails)
+    lengths, starts = stand_in.calls[0]  # the long tail's three blocks, then the next tail's, in one replay
+    assert starts[:3] == [starts[0] + 16 * n for n in range(3)] and lengths[:2] == [16, 16] and len(lengths) == 4
 
 
 def test_scoring_from_the_second_token_covers_the_whole_prompt(engine, reference):
