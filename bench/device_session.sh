@@ -24,7 +24,8 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_profile, equal60, batch15, rag, rag_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_old, ranking05_old,
+# ranking15_old, graphs, concurrency05_profile, equal60, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
 set -u
@@ -57,6 +58,9 @@ job() {
   case $1 in
     kernels) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
     kernels_engine) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels -k "engine_tokens or fused or tiles or graph" ;;
+    # The CUDA graphs against eager steps (tokens, scores, short prefills) and the graphs' inputs' layout.
+    graphs) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_graphs.py tests/kernels/test_decode_chain.py \
+      tests/test_graph_inputs.py ;;
     # Kernels per step of an older engine: its tree carried in .old/ (git archive), copied to /root/old.
     before) $t 200 python3 $ROOT/old/count_before.py ;;
     step05) $t 420 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 1024 4096 16384 --no-hf --kernels --int8-head off on ;;
@@ -187,6 +191,16 @@ job() {
       2>&1 | head -70 ;;
     # The 0.5B at 1 to 64 requests on the dev apply cases (issue 35's levels), lookup with the prediction.
     concurrency05) $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction" ;;
+    # The same with the level's load held: 4 requests a slot (n * 4 in all, n at a time).
+    concurrency05_rounds) $t 420 python3 -m bench.concurrency --levels 32 64 --cases 0 --rounds 4 \
+      --modes "lookup K=16 +prediction" ;;
+    # The older tree's (.old/) concurrency and ranking, on the same lease.
+    concurrency05_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+      $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction") ;;
+    ranking05_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+      $t 300 python3 -m bench.ranking --model qwen2.5-coder-0.5b --repeats 10) ;;
+    ranking15_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+      $t 300 python3 -m bench.ranking --model qwen2.5-coder-1.5b --repeats 10) ;;
     # Where a step's host time goes at 32 and 64 requests: the timed runs, then each under cProfile.
     concurrency05_profile) $t 420 python3 -m bench.concurrency --levels 32 64 --cases 0 --modes "lookup K=16 +prediction" \
       --profile 30 ;;
