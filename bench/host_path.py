@@ -10,6 +10,8 @@ Each of N sequences is 3,000 tokens into copying a 3,000-token prediction:
 * staging: the CUDA graphs' inputs of a verify step, 16 tokens a sequence, laid out in the host
   buffer (`engine/cuda_graphs.py` `_Inputs.stage`; the copy to the device is not timed), with the
   bytes a replay then copies over.
+* commit: each sequence's 15 accepted tokens and its bonus token appended under its stop
+  conditions (`engine/scheduler.py` `StopChecker.commit`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from types import SimpleNamespace
 
 from bench.common import commit, header, machine, table
 from engine.cuda_graphs import WIDTH_STEP, _Inputs
+from engine.scheduler import StopChecker
+from engine.sequence import Sequence
 from engine.speculative.lookup import LookupDrafter
+from engine.types import Request, SamplingParams
 
 TOKENS, K, BLOCK = 3000, 16, 16
 
@@ -59,6 +64,19 @@ def staging_us(n: int, steps: int) -> tuple[float, int]:
     return (time.perf_counter() - started) / steps * 1e6, 8 * inputs.size(rows, K, width)
 
 
+def commit_us(n: int, steps: int) -> float:
+    rng = random.Random(0)
+    params = SamplingParams(max_tokens=K * (steps + 1))
+    seqs = [Sequence(Request([1] * TOKENS, params), None, K, None) for _ in range(n)]
+    new = [[rng.randrange(3, 5000) for _ in range(K)] for _ in range(n)]
+    stop = StopChecker(1 << 20, frozenset({0, 1, 2}))
+    started = time.perf_counter()
+    for _ in range(steps):
+        for seq, tokens in zip(seqs, new):
+            stop.commit(seq, tokens)
+    return (time.perf_counter() - started) / steps * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sequences", type=int, nargs="+", default=[1, 8, 32, 64])
@@ -68,12 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.sequences:
         lookup = lookup_us(n, args.steps)
         staging, staged = staging_us(n, args.steps)
-        rows.append([n, f"{lookup:,.0f}", f"{lookup / n:,.1f}", f"{staging:,.0f}", f"{staging / n:,.1f}",
-                     f"{staged / 1024:,.0f}"])
+        committing = commit_us(n, args.steps)
+        rows.append([n, f"{lookup:,.0f}", f"{staging:,.0f}", f"{staged / 1024:,.0f}", f"{committing:,.0f}"])
     print(header(f"Host time per engine step, sequences {TOKENS:,} tokens into copying, K={K}"))
     print(f"machine: {machine()}; commit: {commit()}\n")
-    print(table(["sequences", "lookup us (all)", "lookup us per sequence", "staging us (all)",
-                 "staging us per sequence", "staged KiB"], rows))
+    print(table(["sequences", "lookup us", "staging us", "staged KiB", "commit us"], rows))
     return 0
 
 
