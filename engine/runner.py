@@ -68,6 +68,8 @@ class ModelRunner:
             self.model.set_batch_invariant(True)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
+        if cfg.packed_weights:
+            self.model.pack_weights()  # the CPU's GEMMs; elsewhere a no-op
         # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its
         # target has); None = the whole vocabulary. Set before any graph is captured.
         self.vocab_limit: int | None = None

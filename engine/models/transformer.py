@@ -22,6 +22,8 @@ from engine.models.layers import (
     RMSNorm,
     RotaryEmbedding,
     SiluAndMul,
+    can_pack,
+    pack_weight,
     rows_matmul,
 )
 from kernels.fused_ops import rotary, rotary_to_cache
@@ -131,6 +133,7 @@ class CausalLM(nn.Module):
         self.lm_head = None if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.heads = None  # engine/speculative/heads.py DraftHeads, when the target drafts its own tokens
         self.batch_invariant = False
+        self.head_packed: torch.Tensor | None = None  # the lm_head's weight packed for the CPU (pack_weights)
 
     def set_kernel_impl(self, impl: str) -> None:
         """"ref" or "triton" (kernels/paged_attention.resolve_impl) for the attention and the fused
@@ -149,6 +152,19 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, Linear)):
                 module.batch_invariant = on
+
+    def pack_weights(self) -> None:
+        """Pack the linear layers' weights for the CPU's GEMMs (layers.pack_weight), and a packed
+        copy of the lm_head's beside its plain weight (the embeddings, when tied, read the plain
+        one). Where packing does not apply (not the CPU, another dtype), nothing changes."""
+        linears = [m for m in self.layers.modules() if isinstance(m, Linear)]
+        head = self.embed_tokens if self.lm_head is None else self.lm_head
+        if not linears or not can_pack(linears[0].weight):
+            return
+        for module in linears:
+            module.pack()
+        if not isinstance(head, Int8Table):
+            self.head_packed = pack_weight(head.weight)
 
     def quantize_head(self, impl: str) -> None:
         """Store embed_tokens and lm_head as int8 tables (per-row scales; tied models share one).
@@ -199,6 +215,6 @@ class CausalLM(nn.Module):
         head = self.embed_tokens if self.lm_head is None else self.lm_head
         if isinstance(head, Int8Table):
             return head.logits(hidden)
-        if self.batch_invariant:
-            return rows_matmul(hidden, head.weight, invariant=True)
+        if self.batch_invariant or self.head_packed is not None:
+            return rows_matmul(hidden, head.weight, invariant=self.batch_invariant, packed=self.head_packed)
         return hidden @ head.weight.t()
