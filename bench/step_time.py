@@ -13,7 +13,7 @@ while the target's K=16 step runs, as the hybrid drafter drafts ahead (engine/sp
 the target's step alone, the draft's n tokens alone, and both launched together.
 
     python -m bench.step_time [--shape qwen2.5-coder-0.5b] [--contexts 1024 4096 8192]
-        [--beside qwen2.5-coder-0.5b]
+        [--beside qwen2.5-coder-0.5b] [--packed-weights off on (the CPU)]
 """
 
 from __future__ import annotations
@@ -280,6 +280,8 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
+    ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
+                    help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
     args = ap.parse_args(argv)
 
     from engine.config import EngineConfig
@@ -303,11 +305,13 @@ def main(argv=None) -> None:
         variants += [(f"ours, eager, {impl}", True, impl) for impl in args.attention]
     if not cuda:
         variants = [(f"ours, {impl}", True, impl) for impl in args.attention]
-    variants = [(name + (", int8 head" if i8 == "on" else ""), eager, impl, i8 == "on")
-                for name, eager, impl in variants for i8 in args.int8_head]
-    for name, eager, impl, int8_head in variants:
+    variants = [(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else ""),
+                 eager, impl, i8 == "on", pw == "on")
+                for name, eager, impl in variants for i8 in args.int8_head
+                for pw in (args.packed_weights if not cuda else ["on"])]
+    for name, eager, impl, int8_head, packed in variants:
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
-                                     max_num_seqs=1, attention=impl, int8_head=int8_head))
+                                     max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed))
         for ctx in args.contexts:
             for k in (1, 16):
                 ms = engine_step_ms(eng, ctx, k, args.reps)

@@ -1,0 +1,46 @@
+"""Packed weights on the CPU (engine/models/layers.py `pack_weight`): a packed linear layer
+computes the plain one's rows -- bit-identical in bf16, within rounding in fp32 (oneDNN's sums
+against MKL's) -- each row independent of the row count from 2 up, and one row as the first of
+two in batch-invariant mode; an engine with packed weights writes what one without them writes.
+The real CI model on the CPU, where packing applies."""
+
+import copy
+
+import pytest
+import torch
+
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from engine.models.layers import Linear
+from engine.types import Request, SamplingParams
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_packed_linear_computes_the_plain_ones_rows(dtype):
+    torch.manual_seed(0)
+    # A bias, as Qwen's qkv has; 1,536 inputs, where one row's GEMV sums differently from a GEMM.
+    plain = Linear(1536, 1152, bias=True).to(dtype).requires_grad_(False)
+    packed = copy.deepcopy(plain)
+    packed.pack()
+    assert packed.weight.numel() == 0  # the plain weight is given up
+    x = torch.randn(40, 1536).to(dtype)
+    want, got = plain(x), packed(x)
+    if dtype == torch.bfloat16:
+        assert torch.equal(got, want)
+    else:
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    for n in (2, 3, 16, 17, 39):
+        assert torch.equal(packed(x[:n]), got[:n])
+    packed.batch_invariant = True
+    assert torch.equal(packed(x[:1]), got[:1])
+
+
+def test_an_engine_with_packed_weights_writes_the_same_tokens(ci_model_dir):
+    tokens = {}
+    for packed in (False, True):
+        engine = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=1024, packed_weights=packed))
+        assert (engine.runner.model.head_packed is not None) == packed
+        prompt = engine.tokenizer.encode("def area(self):\n    \"\"\"The rectangle's area.\"\"\"\n" * 6)
+        tokens[packed] = [[t for ev in engine.generate(Request(prompt[:n], SamplingParams(max_tokens=24), drafter=d))
+                           for t in ev.token_ids] for n, d in ((len(prompt), "lookup"), (37, "none"))]
+    assert tokens[True] == tokens[False]
