@@ -32,10 +32,12 @@ CPU_KV_BUDGET_BYTES = 1 << 30
 # or not, and the number of splits, which follow from the length) that prefills use.
 WARM_PREFILL_LENGTHS = (64, 128, 256, 512, 1024, 2048)
 SCORE_ROWS = 256  # rows of one lm_head pass when a prefill scores tokens (`prefill`)
-# A prefill of at most this many tokens a sequence (a question after a cached document, a ranking's
-# window) runs as verify-shaped CUDA graph replays, in blocks of K positions, where it takes at most
-# SHORT_PREFILL_REPLAYS replays (`_graph_prefill`): a replay costs about a verify step, an eager
-# forward of a few hundred tokens several (bench/RESULTS.md, "Readings ranked by the model").
+# A prefill of at most SHORT_PREFILL tokens a sequence (a question after a cached document, a
+# ranking's window) runs as verify-shaped CUDA graph replays in blocks of K positions, where that
+# takes at most SHORT_PREFILL_REPLAYS replays (`_graph_prefill`). Eager, a short prefill pays a
+# launch from Python for every kernel of every layer (a later RAG question's first token: 36 -> 7 ms
+# through the graphs, bench/HISTORY.md "Step loop, RAG host path, two wrong-but-valid shapes"); the
+# two bounds are not yet measured against eager prefills on the H200.
 SHORT_PREFILL = 256
 SHORT_PREFILL_REPLAYS = 4
 
