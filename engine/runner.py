@@ -35,9 +35,9 @@ SCORE_ROWS = 256  # rows of one lm_head pass when a prefill scores tokens (`pref
 # A prefill of at most SHORT_PREFILL tokens a sequence (a question after a cached document, a
 # ranking's window) runs as verify-shaped CUDA graph replays in blocks of K positions, where that
 # takes at most SHORT_PREFILL_REPLAYS replays (`_graph_prefill`). Eager, a short prefill pays a
-# launch from Python for every kernel of every layer (a later RAG question's first token: 36 -> 7 ms
-# through the graphs, bench/HISTORY.md "Step loop, RAG host path, two wrong-but-valid shapes"); the
-# two bounds are not yet measured against eager prefills on the H200.
+# launch from Python for every kernel of every layer (a later RAG question's first token: 16-30 ->
+# 5-8 ms through the graphs, bench/HISTORY.md "A short prefill through the verify graphs"); the two
+# bounds are not yet measured against eager prefills on the H200.
 SHORT_PREFILL = 256
 SHORT_PREFILL_REPLAYS = 4
 
@@ -202,8 +202,8 @@ class ModelRunner:
         writes every row's K/V before any row attends, so the blocks of one sequence in one
         replay see each other. Eager, a few hundred tokens pay a launch from Python for every
         kernel of every layer: most of a later RAG question's time to first token and of a
-        ranking (bench/HISTORY.md, "Step loop, RAG host path, two wrong-but-valid shapes" and
-        "Short prefills in verify graphs"). A block's padding writes past the feed, into positions
+        ranking (bench/HISTORY.md, "A short prefill through the verify graphs" and "Packed weights
+        on the CPU, graph inputs staged as block tables, short prefills in verify graphs"). A block's padding writes past the feed, into positions
         the sequence's verify block reserves (`Scheduler.admit`) and its next forward writes again
         before any row reads them (a sequence that reserves less, prefills eager)."""
         graphs, k, bs = self.graphs, self.cfg.verify_tokens, self.cfg.block_size
