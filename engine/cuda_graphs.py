@@ -63,24 +63,27 @@ class _Inputs:
     buffers; each lays its inputs out from the start."""
 
     def __init__(self, max_batch: int, max_tq: int, max_width: int, device, scratch_slot: int, block_size: int):
-        size = max_batch * (max_tq + 1 + -(-max_width // block_size))
+        self.scratch_slot, self.block_size = scratch_slot, block_size
+        self.scratch_block = scratch_slot // block_size
+        size = self.size(max_batch, max_tq, max_width)
         cuda = torch.device(device).type == "cuda"  # elsewhere only for the layout's CPU test
         self.device_buf = torch.zeros(size, dtype=torch.long, device=device)
         self.host_buf = torch.zeros(size, dtype=torch.long, pin_memory=cuda)
         self.host = self.host_buf.numpy()
         self.copied = torch.cuda.Event() if cuda else None
-        self.scratch_slot, self.block_size = scratch_slot, block_size
-        self.scratch_block = scratch_slot // block_size
 
     def _split(self, buf, B: int, Tq: int, width: int):
         """(ids [B * Tq], first positions [B], block tables [B, blocks]) views of `buf` (a torch
         tensor or a numpy array)."""
-        n, blocks = B * Tq, -(-width // self.block_size)
+        n, blocks = B * Tq, self._blocks(width)
         return buf[:n], buf[n : n + B], buf[n + B : n + B + B * blocks].reshape(B, blocks)
+
+    def _blocks(self, width: int) -> int:
+        return -(-width // self.block_size)
 
     def size(self, B: int, Tq: int, width: int) -> int:
         """The int64s a replay of this shape copies to the device."""
-        return B * (Tq + 1 + -(-width // self.block_size))
+        return B * (Tq + 1 + self._blocks(width))
 
     def derive(self, B: int, Tq: int, width: int) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
         """The forward's inputs from the device buffer, as torch operations (captured into each
