@@ -6,7 +6,8 @@ inserted). With the blocks of the example in `anchor.py`, orig[1:5] = `b c d e` 
 `b c X e` (d became X).
 
 Candidates are ranked by how far their anchors reach toward the segment's edges (the longest
-prefix and suffix that match, as in the dev set's own mechanical check), then by how many segment
+prefix and suffix that match, as in the dev set's own mechanical check), then by whether they
+delete a copy of their own anchor (`_echoes`), then by how many segment
 lines the anchors cover (weighted: a blank or a brace says little about position, a line equal
 only up to whitespace less than an exact one), and by how much original code they would drop
 (`dropped_lines`), see `Candidate.score`. A span whose anchors are too weak for what it deletes
@@ -49,6 +50,7 @@ class Candidate:
     level: int
     reach: int = 0  # non-blank segment lines outside the anchors
     drops: int = 0  # non-blank original lines in the span that no segment line matches
+    echoes: int = 0  # of those, the ones that are nothing but a copy of an anchor (`_echoes`)
     unique: int = 0  # anchored lines that occur once in the original
 
     @property
@@ -69,15 +71,16 @@ class Candidate:
         return abs((orig_to - orig_from) - (seg_to - seg_from))
 
     @property
-    def score(self) -> tuple[int, float, int, int, float]:
+    def score(self) -> tuple[int, int, float, int, int, float]:
         """Higher is better: anchors reaching the segment's edges (the longest prefix and suffix
-        that match); then the weight of their significant lines; then how many of them occur
+        that match); then fewer dropped copies of the anchors' own lines (`_echoes`); then the
+        weight of their significant lines; then how many of them occur
         nowhere else in the original (a line found once says where it is; the asserts two tests
         share do not); then fewer original code lines dropped (of two readings that differ by a
         blank or a brace, the one that keeps the second `return None` wins); then the whole
         anchor weight."""
         significant = sum(w for b in {self.head, self.tail} for w in b.weights if w > TRIVIAL_WEIGHT)
-        return (-self.reach, round(significant, 3), self.unique, -self.drops, round(self.weight, 3))
+        return (-self.reach, -self.echoes, round(significant, 3), self.unique, -self.drops, round(self.weight, 3))
 
 
 def pair(head: Block, tail: Block) -> Candidate | None:
@@ -279,7 +282,8 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     best: dict[tuple[int, int, int, int], Candidate] = {}
     for c in found:
         reach = sum(1 for i in nonblank if not c.head.seg_start <= i < c.tail.seg_end)
-        c = replace(c, reach=reach, drops=dropped_lines(c, seg, index, code_only=True),
+        dropped = dropped_rows(c, seg, index, code_only=True)
+        c = replace(c, reach=reach, drops=len(dropped), echoes=_echoes(c, seg, index, dropped),
                     unique=sum(len(index.normal_at.get(normalize(seg[s]), ())) == 1 and not is_trivial(seg[s])
                                for b in {c.head, c.tail} for s in range(b.seg_start, b.seg_end)))
         if c.bounds not in best or c.score > best[c.bounds].score:
@@ -288,13 +292,33 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
 
 
 def dropped_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_only: bool = False) -> int:
-    """Original lines in the candidate's span that no segment line matches (up to whitespace);
-    `code_only` leaves blank lines out. Deleting original code is the destructive reading of a
-    snippet: of two readings otherwise equal, the one that keeps more of the original wins."""
+    """How many original lines in the candidate's span no segment line matches (up to
+    whitespace); `code_only` leaves blank lines out. Deleting original code is the destructive
+    reading of a snippet: of two readings otherwise equal, the one that keeps more of the
+    original wins."""
+    return len(dropped_rows(c, seg, index, code_only))
+
+
+def dropped_rows(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_only: bool = False) -> list[int]:
+    """The original rows `dropped_lines` counts."""
     seg_from, seg_to, orig_from, orig_to = c.bounds
     ours = [normalize(line) for line in seg[seg_from:seg_to]]
     theirs = index.normal[orig_from:orig_to]
     matched = set()
     for a, _, size in line_matcher(theirs, ours).get_matching_blocks():
         matched.update(range(a, a + size))
-    return sum(1 for p, line in enumerate(theirs) if p not in matched and (line or not code_only))
+    return [orig_from + p for p, line in enumerate(theirs) if p not in matched and (line or not code_only)]
+
+
+def _echoes(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, dropped: list[int]) -> int:
+    """How many significant rows the span drops when they are, in order, nothing but a copy of
+    one of its anchors' significant lines, else 0: the span reaches past a first copy of its
+    anchor to a second one and deletes the first (`}` `a = 1` `b = 2` written; the original has
+    `}` `a = 1` `b = 2` `a = 1` `b = 2`). The anchor fits either copy, so which one the snippet
+    shows is no evidence of a deletion, and the reading that keeps the copy comes first. A
+    dropped line that repeats only part of an anchor (a rewritten signature, like the next
+    function's) is an edit, and counts nothing."""
+    shown = [index.normal[p] for p in dropped if not is_trivial(index.lines[p])]
+    copies = ([normalize(seg[s]) for s in range(b.seg_start, b.seg_end) if not is_trivial(seg[s])]
+              for b in {c.head, c.tail})
+    return len(shown) if shown and shown in copies else 0

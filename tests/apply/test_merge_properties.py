@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine.apply import merge
@@ -94,8 +94,17 @@ def is_subsequence(needles: list[str], haystack: list[str]) -> bool:
     return all(any(h == n for h in it) for n in needles)
 
 
+_V20, _V22 = "value_20 = compute(alpha, 20)", "value_22 = compute(alpha, 22)"
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
+@example(Case(  # the tail `v20 v22` fits its second copy too; that reading deleted the first (`_echoes`)
+    original=[""] * 18 + ["}", "", _V20, "", _V22, _V20, _V22] + [""] * 15,
+    snippet=[MARKER, "", "", "", "}", _V20, _V22, MARKER],
+    expected=[""] * 18 + ["}", _V20, _V22, _V20, _V22] + [""] * 15,
+    untouched=[*range(19), 20, 22, 23, 24, *range(25, 40)],
+))
 def test_merge_never_loses_untouched_lines(case: Case):
     """Every untouched line of code survives, in order. Blank lines are left out of the
     comparison: in a stretch of nothing but blanks and braces, where one blank line goes is not
