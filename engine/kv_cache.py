@@ -26,6 +26,13 @@ from engine.kv_int4 import Int4LayerKV
 _PLAIN = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
+def rows(store: torch.Tensor, slot_tables: torch.Tensor) -> torch.Tensor:
+    """store[slot_tables]: [B, S, ...] rows of `store`, the same copy as advanced indexing but
+    faster on the CPU (0.5B, 24 layers' K and V at 7k context: 20 against 25 ms a step; 5x when
+    the cache fits the CPU's caches)."""
+    return store.index_select(0, slot_tables.reshape(-1)).view(*slot_tables.shape, *store.shape[1:])
+
+
 class LayerKV:
     """One layer's K and V, one row per slot: [num_slots, num_kv_heads, head_dim] each."""
 
@@ -43,7 +50,7 @@ class LayerKV:
     def gather(self, slot_tables: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """slot_tables [B, S] -> K, V [B, S, num_kv_heads, head_dim] in `dtype`."""
         dtype = dtype or self.dtype
-        return self.k[slot_tables].to(dtype), self.v[slot_tables].to(dtype)
+        return rows(self.k, slot_tables).to(dtype), rows(self.v, slot_tables).to(dtype)
 
     @property
     def bytes_per_slot(self) -> int:
@@ -62,8 +69,8 @@ class QuantizedLayerKV(LayerKV):
 
     def gather(self, slot_tables, dtype=None):
         dtype = dtype or self.dtype
-        k = self._dequantize(self.k[slot_tables], self.k_scale[slot_tables]).to(dtype)
-        v = self._dequantize(self.v[slot_tables], self.v_scale[slot_tables]).to(dtype)
+        k = self._dequantize(rows(self.k, slot_tables), rows(self.k_scale, slot_tables)).to(dtype)
+        v = self._dequantize(rows(self.v, slot_tables), rows(self.v_scale, slot_tables)).to(dtype)
         return k, v
 
 
