@@ -6,9 +6,9 @@
 Every request goes through the apply pipeline with the model path forced (`mode=model`, the draft
 prompt form, greedy), through `service.open_service` with `backend` engine, then vllm -- exactly
 what `editapply serve --backend ...` runs. Without `--vllm-url` a `vllm serve` is started here on
-the same converted model folder (fp32 on a CPU, as ours; `engine/backends/vllm_serve.py`). Both
-are opened first and then take turns, case by case and level by level, never running at once (the
-other is idle meanwhile): on a shared machine a change of speed hits both alike.
+the same converted model folder (fp32 on a CPU, as ours; `engine/backends/vllm_serve.py`). One
+backend at a time, alone on the machine (`run_backends`): an idle one loaded beside slows the
+other. On a shared machine speed drifts, so compare backends measured close together.
 
 Part 1, one request at a time: tokens, tokens committed per step after the first token (and the
 histogram), decode tok/s, time to first token, wall seconds, exact against `expected`, and whether
@@ -65,23 +65,23 @@ def at_once(service, cases: list[dict], n: int) -> dict:
 
 
 def run_backends(cfgs: dict[str, EngineConfig], cases: list[dict], levels: list[int], warmup: dict) -> dict[str, dict]:
-    services, results = {}, {}
-    try:
-        for name, cfg in cfgs.items():
-            started = time.perf_counter()
-            services[name] = open_service(cfg)
+    """Each backend alone: opened, warmed, measured on every case and level, and shut down before
+    the next one opens (a loaded backend slows the other even idle: vLLM's idle server took ours
+    from 63 to 48 decode tok/s on a 2-core CPU, bench/RESULTS.md "Packed weights on the CPU")."""
+    results = {}
+    for name, cfg in cfgs.items():
+        started = time.perf_counter()
+        service = open_service(cfg)
+        try:
             results[name] = {"ready_seconds": time.perf_counter() - started, "singles": [], "levels": []}
-            one(services[name], warmup)  # graphs, allocator, vLLM's first request; not a measured case
-        for case in cases:
-            for name, service in services.items():
+            one(service, warmup)  # graphs, allocator, vLLM's first request; not a measured case
+            for case in cases:
                 results[name]["singles"].append(one(service, case))
-            print(f"{case['id']}: done", flush=True)
-        for n in levels:
-            for name, service in services.items():
+                print(f"{name} · {case['id']}: done", flush=True)
+            for n in levels:
                 results[name]["levels"].append(at_once(service, cases, n))
-            print(f"{n} at once: done", flush=True)
-    finally:
-        for service in services.values():
+                print(f"{name} · {n} at once: done", flush=True)
+        finally:
             service.shutdown()
     return results
 
