@@ -171,6 +171,14 @@ def trim_blank_edges(lines: list[str], index: OriginalIndex, i: int, start: int,
     return lines, i, k
 
 
+def join_blank_lines(lines: list[str], index: OriginalIndex, end: int) -> list[str]:
+    """The segment's lines without the blank lines at its end that the original already has
+    from `end` on (the rule of `trim_blank_edges`, where an end moved later: new last lines that
+    close a construct, then a blank line before the marker, meet the blank line after it)."""
+    drop = min(_blank_run(reversed(lines)), _blank_run(index.lines[end:]))
+    return lines[: len(lines) - drop] if any(line.strip() for line in lines[: len(lines) - drop]) else lines
+
+
 def _blank_run(lines) -> int:
     """How many blank lines `lines` starts with."""
     return sum(1 for _ in itertools.takewhile(lambda line: not line.strip(), lines))

@@ -23,7 +23,8 @@ from engine.apply.anchor import EXACT, FUZZY, SPACE, TRIVIAL_WEIGHT, Block, Orig
 from engine.apply.candidates import Candidate, candidates, dropped_lines
 from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Choices, Doubt
 from engine.apply.edges import (
-    blank_boundaries, extend, final_blank_lines, head_edge, tail_edge, trim_blank_edges, whole_file,
+    blank_boundaries, extend, final_blank_lines, head_edge, join_blank_lines, tail_edge, trim_blank_edges,
+    whole_file,
 )
 from engine.apply.errors import Problem
 from engine.apply.fuzzy import fuzzy_candidates
@@ -251,7 +252,9 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
         # Before a marker, only a construct this segment opens; at the snippet's open end, one the
         # segments before it opened too.
         shown = min(start, shown_from) if open_bottom and shown_from is not None else start
-        end = tail_edge(lines, index, k, shown, end, hi, open_bottom, doubt, choices, f"end@{row + len(seg) - 1}")
+        moved = tail_edge(lines, index, k, shown, end, hi, open_bottom, doubt, choices, f"end@{row + len(seg) - 1}")
+        if moved != end:  # the segment's blank last lines now meet the original's at `moved`
+            lines, end = join_blank_lines(lines, index, moved), moved
         if open_bottom and end == len(index):
             lines = final_blank_lines(lines, index, start, end)
     lines = _file_indentation(lines, index, start, end)

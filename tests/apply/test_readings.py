@@ -89,6 +89,17 @@ def test_a_blank_line_written_at_a_marker_joins_the_blank_line_there():
     assert found.result.text == original.replace("def b():", "def new():\n    return 0\n\n\ndef b():")
 
 
+def test_a_blank_line_before_a_marker_joins_the_blank_line_after_a_construct_the_segment_closes():
+    """The segment empties the `if` and closes it with its own `}`, which replaces the rest of
+    the `if` (a later end than its anchors'): its blank line before the marker is the one the
+    original has there, not a second one (found by fuzzing chat-style snippets)."""
+    original = ("function a(x) {\n    return 1;\n}\n\nfunction b(x) {\n    if (x > 0) {\n        x = compute(x);\n    }\n\n"
+                "    v = compute(2);\n    return 2;\n}\n")
+    snippet = "// ... existing code ...\nfunction b(x) {\n    if (x > 0) {\n    }\n\n// ... existing code ...\n    return 2;\n}\n"
+    found = explore(original, snippet, "javascript")
+    assert not found.ambiguous and found.result.text == original.replace("        x = compute(x);\n", "")
+
+
 def test_a_segment_that_matches_equally_at_two_places_gives_both():
     original = "def a():\n    x = 1\n    return x\n\n\ndef b():\n    x = 1\n    return x\n"
     found = texts(original, "# ... existing code ...\n    x = 1\n    log(x)\n    return x\n# ... existing code ...\n")
