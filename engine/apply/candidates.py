@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from engine.apply.anchor import (
@@ -51,6 +52,7 @@ class Candidate:
     reach: int = 0  # non-blank segment lines outside the anchors
     drops: int = 0  # non-blank original lines in the span that no segment line matches
     echoes: int = 0  # of those, the ones that are nothing but a copy of an anchor (`_echoes`)
+    misplaced: int = 0  # definition headers written anew whose one original copy is next to the span (`_misplaced`)
     unique: int = 0  # anchored lines that occur once in the original
 
     @property
@@ -71,16 +73,18 @@ class Candidate:
         return abs((orig_to - orig_from) - (seg_to - seg_from))
 
     @property
-    def score(self) -> tuple[int, int, float, int, int, float]:
+    def score(self) -> tuple[int, int, int, float, int, int, float]:
         """Higher is better: anchors reaching the segment's edges (the longest prefix and suffix
-        that match); then fewer dropped copies of the anchors' own lines (`_echoes`); then the
+        that match); then fewer definitions the span writes again beside the original's
+        (`_misplaced`); then fewer dropped copies of the anchors' own lines (`_echoes`); then the
         weight of their significant lines; then how many of them occur
         nowhere else in the original (a line found once says where it is; the asserts two tests
         share do not); then fewer original code lines dropped (of two readings that differ by a
         blank or a brace, the one that keeps the second `return None` wins); then the whole
         anchor weight."""
         significant = sum(w for b in {self.head, self.tail} for w in b.weights if w > TRIVIAL_WEIGHT)
-        return (-self.reach, -self.echoes, round(significant, 3), self.unique, -self.drops, round(self.weight, 3))
+        return (-self.reach, -self.misplaced, -self.echoes, round(significant, 3), self.unique, -self.drops,
+                round(self.weight, 3))
 
 
 def pair(head: Block, tail: Block) -> Candidate | None:
@@ -279,11 +283,15 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     outside = [c for c in found if not all(r in fresh for r in range(c.head.seg_start, c.tail.seg_end))]
     found = outside or found
     nonblank = [i for i, line in enumerate(seg) if line.strip()]
+    counted = Counter(normalize(line) for line in seg)
+    once = {s: p for s, line in enumerate(seg) if counted[key := normalize(line)] == 1 and definition(line)
+            and len(places := index.normal_at.get(key, ())) == 1 and lo <= (p := places[0]) < hi}
     best: dict[tuple[int, int, int, int], Candidate] = {}
     for c in found:
         reach = sum(1 for i in nonblank if not c.head.seg_start <= i < c.tail.seg_end)
         dropped = dropped_rows(c, seg, index, code_only=True)
         c = replace(c, reach=reach, drops=len(dropped), echoes=_echoes(c, seg, index, dropped),
+                    misplaced=_misplaced(c, seg, index, once),
                     unique=sum(len(index.normal_at.get(normalize(seg[s]), ())) == 1 and not is_trivial(seg[s])
                                for b in {c.head, c.tail} for s in range(b.seg_start, b.seg_end)))
         if c.bounds not in best or c.score > best[c.bounds].score:
@@ -310,14 +318,31 @@ def dropped_rows(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_
     return [orig_from + p for p, line in enumerate(theirs) if p not in matched and (line or not code_only)]
 
 
+def _misplaced(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, once: dict[int, int]) -> int:
+    """How many definition headers the splice writes anew that occur once in the segment and
+    once in the original, just outside the span (within the segment's length of it): the span
+    sits beside where the segment's own headers say it goes, and the result would define them
+    twice (anchored on an earlier copy of a repeated body line, the segment's `def alpha_2(x):`
+    written again under the original's). `once` maps such segment rows to their original row.
+    Other lines written again nearby are no such evidence: a new docstring repeats its
+    neighbour's `:param` lines."""
+    seg_from, seg_to, orig_from, orig_to = c.bounds
+    near = seg_to - seg_from
+    return sum(1 for s, p in once.items() if seg_from <= s < seg_to
+               and (orig_from - near <= p < orig_from or orig_to <= p < orig_to + near))
+
+
 def _echoes(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, dropped: list[int]) -> int:
     """How many significant rows the span drops when they are, in order, nothing but a copy of
     one of its anchors' significant lines, else 0: the span reaches past a first copy of its
     anchor to a second one and deletes the first (`}` `a = 1` `b = 2` written; the original has
     `}` `a = 1` `b = 2` `a = 1` `b = 2`). The anchor fits either copy, so which one the snippet
-    shows is no evidence of a deletion, and the reading that keeps the copy comes first. A
-    dropped line that repeats only part of an anchor (a rewritten signature, like the next
-    function's) is an edit, and counts nothing."""
+    shows is no evidence of a deletion, and the reading that keeps the copy comes first. Lines
+    written between the anchors replace what is dropped (a copy-pasted body rewritten below the
+    one the anchor is in), and a dropped line that repeats only part of an anchor (a rewritten
+    signature, like the next function's) is an edit: those count nothing."""
+    if c.head.seg_end < c.tail.seg_start:  # lines written between the anchors replace what is dropped
+        return 0
     shown = [index.normal[p] for p in dropped if not is_trivial(index.lines[p])]
     copies = ([normalize(seg[s]) for s in range(b.seg_start, b.seg_end) if not is_trivial(seg[s])]
               for b in {c.head, c.tail})

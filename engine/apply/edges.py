@@ -17,7 +17,7 @@ import re
 from engine.apply.anchor import OriginalIndex, definition, is_trivial, normalize, setting
 from engine.apply.confidence import IMPLIED_MARKER, Choices, Doubt
 from engine.apply.fuzzy import similarity
-from engine.apply.scope import block_end, drops_definitions, open_constructs, replaces_ending, statements
+from engine.apply.scope import block_end, construct_end, drops_definitions, open_constructs, replaces_ending, statements
 from engine.apply.text import indent_of
 
 EXTEND_THRESHOLD = 0.75  # similarity for a changed edge line to replace its neighbour
@@ -36,6 +36,43 @@ def whole_file(index: OriginalIndex, lines: list[str], i: int, start: int, k: in
     top_gap, bottom_gap = start - i, (len(index) - end) - (len(lines) - k)
     dropped = [*index.lines[: max(top_gap, 0)], *index.lines[len(index) - max(bottom_gap, 0) :]]
     return max(top_gap, bottom_gap) <= WHOLE_FILE_SLACK and not any(line.strip() for line in dropped)
+
+
+def rewritten_header(lines: list[str], index: OriginalIndex, i: int, start: int, lo: int, choices: Choices,
+                     key: str) -> tuple[int, int]:
+    """(segment row, original row) where the segment starts, given a definition header written
+    above its first anchor (row `i`, original row `start`) with the name of the original's
+    nearest definition above the anchor (at or below `lo`). Kept beside it, the old header would
+    define that name twice, so:
+
+    * where the old definition runs past the anchor, the header is its changed header
+      (`function b(x, y) {` above a changed first line and `return 2;`, where the original has
+      `function b(x) {`, its old first line, `return 2;`): the header and the lines after it
+      replace the original's from its header to the anchor, as a similar edge line next to an
+      anchor does (`extend`);
+    * where it ends above the anchor (only blank lines between), the segment may rewrite it
+      whole or add a second one (a property's setter below its getter): a choice, keeping it
+      first.
+
+    (i, start) unchanged where there is no such header, or the segment writes another
+    definition between it and the anchor."""
+    if i == 0 or index.text is None:
+        return i, start
+    r = next((r for r in range(start - 1, lo - 1, -1) if index.defines[r]), None)
+    h = next((h for h in range(i - 1, -1, -1) if definition(lines[h])), None)
+    if r is None or h is None or definition(lines[h]) != index.defines[r]:
+        return i, start
+    end = construct_end(index.text, index.lines, index.language, r)
+    if end is None:
+        return i, start
+    if end >= start:
+        return h, r
+    if any(index.lines[p].strip() for p in range(end + 1, start)):
+        return i, start
+    name = index.defines[r]
+    options = {"keep": f"the snippet's `{name}` is new: original lines {r + 1}-{end + 1}, an older `{name}`, are kept",
+               "replace": f"the snippet's `{name}` replaces original lines {r + 1}-{end + 1}, the `{name}` there"}
+    return (h, r) if choices.pick(key, options) == "replace" else (i, start)
 
 
 def head_edge(lines: list[str], index: OriginalIndex, i: int, start: int, lo: int, open_top: bool, doubt: Doubt,

@@ -23,8 +23,8 @@ from engine.apply.anchor import EXACT, FUZZY, SPACE, TRIVIAL_WEIGHT, Block, Orig
 from engine.apply.candidates import Candidate, candidates, dropped_lines
 from engine.apply.confidence import FUZZY_PLACEMENT, SIMILAR_EDGE, UNANCHORED_INSERT, WHITESPACE_MATCH, Choices, Doubt
 from engine.apply.edges import (
-    blank_boundaries, extend, final_blank_lines, head_edge, join_blank_lines, tail_edge, trim_blank_edges,
-    whole_file,
+    blank_boundaries, extend, final_blank_lines, head_edge, join_blank_lines, rewritten_header, tail_edge,
+    trim_blank_edges, whole_file,
 )
 from engine.apply.errors import Problem
 from engine.apply.fuzzy import fuzzy_candidates
@@ -237,6 +237,7 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
     if fuzzy_head or fuzzy_tail:
         level = FUZZY
         doubt.scale(SIMILAR_EDGE)
+    i, start = rewritten_header(lines, index, i, start, lo, choices, f"header@{row}")
     top = "keep"
     if not snippet.has_markers and whole_file(index, lines, i, start, k, end):
         start, end = 0, len(index)

@@ -100,6 +100,40 @@ def test_a_blank_line_before_a_marker_joins_the_blank_line_after_a_construct_the
     assert not found.ambiguous and found.result.text == original.replace("        x = compute(x);\n", "")
 
 
+def test_a_changed_header_above_the_anchor_replaces_the_header_of_the_definition_the_anchor_is_in():
+    """Kept beside it, `function b(x) {` would open a second `b` around the new one."""
+    original = "function a(x) {\n    return 1;\n}\n\nfunction b(x) {\n    let y = x;\n    y += 2;\n    return y;\n}\n"
+    snippet = "// ... existing code ...\n\nfunction b(x, z) {\n    console.log(z);\n    let y = x;\n    y += 2;\n    return y;\n}\n"
+    found = explore(original, snippet, "javascript")
+    assert not found.ambiguous
+    assert found.result.text == original.replace("function b(x) {\n    let y = x;", "function b(x, z) {\n    console.log(z);\n    let y = x;")
+
+
+def test_a_definition_written_just_below_one_of_its_name_is_new_or_replaces_it():
+    """A setter below its getter, or the getter rewritten whole: both readings, the new one first."""
+    original = "class A:\n    @property\n    def x(self):\n        return self._x\n\n    def y(self):\n        return 1\n"
+    snippet = "# ... existing code ...\n\n    def x(self, value):\n        self._x = value\n\n    def y(self):\n        return 1\n"
+    assert texts(original, snippet) == [
+        original.replace("\n    def y", "\n    def x(self, value):\n        self._x = value\n\n    def y"),
+        original.replace("    def x(self):\n        return self._x\n", "    def x(self, value):\n        self._x = value\n"),
+    ]
+
+
+def test_a_segment_is_not_placed_below_a_definition_it_writes_again():
+    """`v = compute(0)` is the first line of both bodies; anchored on alpha_2's copy, the segment
+    would write `def alpha_2(x):` again under the original's and keep the old `delta_1`."""
+    original = ("import os\n\n\ndef delta_1(x):\n    v = compute(0)\n    return alpha\n\n\n"
+                "def alpha_2(x):\n    v = compute(0)\n    return alpha\n\n\ndef sigma_3(x):\n    w = 1\n    return w\n")
+    snippet = ("# ... existing code ...\ndef delta_1(x, y):\n    v = compute(0)\n    changed = alpha()\n\n\n"
+               "def alpha_2(x):\n    v = compute(0)\n    inserted()\n    return alpha\n\n\ndef sigma_3(x):\n"
+               "# ... existing code ...\n")
+    found = explore(original, snippet, "python")
+    assert not found.ambiguous
+    assert found.result.text == original.replace(
+        "def delta_1(x):\n    v = compute(0)\n    return alpha", "def delta_1(x, y):\n    v = compute(0)\n    changed = alpha()"
+    ).replace("    return alpha\n\n\ndef sigma", "    inserted()\n    return alpha\n\n\ndef sigma")
+
+
 def test_a_segment_that_matches_equally_at_two_places_gives_both():
     original = "def a():\n    x = 1\n    return x\n\n\ndef b():\n    x = 1\n    return x\n"
     found = texts(original, "# ... existing code ...\n    x = 1\n    log(x)\n    return x\n# ... existing code ...\n")
