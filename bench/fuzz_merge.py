@@ -1,0 +1,167 @@
+"""Fuzzing the deterministic merge with lazy snippets written as chat models write them.
+
+    python -m bench.fuzz_merge [--cases 4000] [--seeds 1 2 3] [--languages python javascript]
+
+The files are Python or JavaScript functions whose bodies often repeat an earlier function's
+lines (copy-pasted code), with blank lines between them. A snippet shows windows of the file,
+each starting and ending on a line found once in it (context that says where it is), with body
+statements changed, deleted or added inside; one marker stands between windows, written in one
+of several wordings. Chat style on top: a blank line written next to a marker where the original
+has one at that join, a window's first line a changed signature (`f(x)` -> `f(x, y)`), and the
+code inside a fenced block with prose around it. The expected file is the original with those
+edits. Each case runs through the deterministic pipeline: `exact` (valid, the expected file),
+`refused` (not valid, or refused as bad input) or `WRONG` (valid, another file). The generator is
+also tests/apply/test_merge_chat_properties.py's, under hypothesis. Benchmarks print; they never
+assert.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+
+from bench.common import header, table
+from engine.apply.errors import ApplyError
+from engine.apply.pipeline import ApplyRequest, prepare
+from engine.apply.run import apply_edit
+
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
+MARKERS = {
+    "python": ["# ... existing code ...", "# ... rest of the code ...", "# existing code", "    # ... existing code ...",
+               "# ... unchanged ..."],
+    "javascript": ["// ... existing code ...", "// ... rest of the code ...", "  // ...", "// existing code"],
+}
+
+
+def source(rng: random.Random, js: bool) -> list[str]:
+    """Imports, then 2-7 functions; 40% of bodies copy an earlier one's."""
+    end = ";" if js else ""
+    lines: list[str] = []
+    if rng.random() < 0.7:
+        lines += (["const os = require('os');", "const fs = require('fs');"] if js else ["import os", "import sys"]) + [""]
+    bodies: list[list[str]] = []
+    n = rng.randint(2, 7)
+    for f in range(n):
+        name = f"{rng.choice(WORDS)}_{f}"
+        lines.append(f"function {name}(x) {{" if js else f"def {name}(x):")
+        if bodies and rng.random() < 0.4:
+            body = list(rng.choice(bodies))
+        else:
+            body = []
+            for s in range(rng.randint(1, 5)):
+                kind = rng.random()
+                if kind < 0.15:
+                    body.append("")
+                elif kind < 0.3:
+                    body.append(f"    return {'null' if js else 'None'}{end}")
+                elif kind < 0.4:
+                    body.append(f"    x += 1{end}")
+                elif js and kind < 0.5:
+                    body += [f"    if (x > {s}) {{", f"        x = compute({rng.choice(WORDS)}, x);", "    }"]
+                else:
+                    body.append(f"    v_{f}_{s} = compute({rng.choice(WORDS)}, {s}){end}")
+            bodies.append(body)
+        lines += body + [f"    return {rng.choice(WORDS)}{end}"] + (["}"] if js else [])
+        if f < n - 1:
+            lines += ["", ""] if not js and rng.random() < 0.5 else [""]
+    return lines
+
+
+def statement(line: str) -> bool:
+    """A body line an edit may change, delete or follow with a new one: not a brace or a blank."""
+    return line.startswith("    ") and any(ch.isalnum() for ch in line) and not any(ch in line for ch in "{}")
+
+
+def chat_case(rng: random.Random, language: str) -> tuple[str, str, str]:
+    """(original, snippet, expected) texts: one case drawn with `rng`."""
+    js = language == "javascript"
+    end = ";" if js else ""
+    original = source(rng, js)
+    n = len(original)
+    solid = [i for i, line in enumerate(original) if line.strip() and original.count(line) == 1]
+    k = rng.randint(1, 3)
+    if len(solid) < 2 * k:
+        k = len(solid) // 2
+    cuts = sorted(rng.sample(solid, 2 * k)) if k else [0, n - 1]
+    windows = [(cuts[i], cuts[i + 1] + 1) for i in range(0, len(cuts) - 1, 2)]
+    marker = rng.choice(MARKERS[language])
+    snippet: list[str] = []
+    expected: list[str] = []
+    cursor, fresh = 0, 0
+    for start, stop in windows:
+        expected += original[cursor:start]
+        if start > 0:
+            snippet.append(marker)
+            if not original[start - 1] and rng.random() < 0.5:
+                snippet.append("")  # the blank line the original has at this join
+        for i in range(start, stop):
+            line = original[i]
+            if i == start and line.startswith(("def ", "function ")) and rng.random() < 0.3:
+                action = "signature"
+            elif i in (start, stop - 1) or not statement(line):
+                action = "keep"
+            else:
+                action = rng.choice(["keep", "keep", "keep", "change", "delete", "insert"])
+            indent = line[: len(line) - len(line.lstrip())]
+            if action == "signature":
+                snippet.append(line.replace("(x)", "(x, y)"))
+                expected.append(snippet[-1])
+            elif action == "keep":
+                snippet.append(line)
+                expected.append(line)
+            elif action == "change":
+                snippet.append(f"{indent}changed_{fresh} = {rng.choice(WORDS)}(){end}")
+                expected.append(snippet[-1])
+                fresh += 1
+            elif action == "insert":
+                snippet += [line, f"{indent}inserted_{fresh}(){end}"]
+                expected += snippet[-2:]
+                fresh += 1
+        cursor = stop
+        if stop < n and not original[stop] and rng.random() < 0.5:
+            snippet.append("")  # the blank line the original has at this join
+    expected += original[cursor:]
+    if cursor < n:
+        snippet.append(marker)
+    text = lambda lines: "".join(line + "\n" for line in lines)
+    code = text(snippet)
+    if rng.random() < 0.5:
+        code = f"Here is the updated code:\n\n```{language}\n{code}```\n\nThis changes the function as asked.\n"
+    return text(original), code, text(expected)
+
+
+def outcome(case: tuple[str, str, str], language: str) -> str:
+    """`exact`, `refused` or `WRONG` for one case through the deterministic pipeline."""
+    original, snippet, expected = case
+    request = ApplyRequest(original, snippet, None, language, "x.py" if language == "python" else "x.js",
+                           mode="deterministic")
+    try:
+        result = apply_edit(None, request, plan=prepare(request))
+    except ApplyError:
+        return "refused"
+    if not result.ok:
+        return "refused"
+    return "exact" if result.merged_code == expected else "WRONG"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=int, default=4000, help="cases per seed and language")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--languages", nargs="+", default=["python", "javascript"], choices=sorted(MARKERS))
+    args = ap.parse_args(argv)
+    print(header(f"Fuzzed chat-style snippets, deterministic merge, seeds {' '.join(map(str, args.seeds))}"))
+    rows = []
+    for language in args.languages:
+        counts = {"exact": 0, "refused": 0, "WRONG": 0}
+        for seed in args.seeds:
+            rng = random.Random(seed)
+            for _ in range(args.cases):
+                counts[outcome(chat_case(rng, language), language)] += 1
+        rows.append([language, sum(counts.values()), counts["exact"], counts["refused"], counts["WRONG"]])
+    print(table(["language", "cases", "exact", "refused", "wrong but valid"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
