@@ -2,11 +2,12 @@
 
     python -m bench.fuzz_merge [--cases 4000] [--seeds 1 2 3] [--languages python javascript]
 
-The files are Python or JavaScript functions whose bodies often repeat an earlier function's
-lines (copy-pasted code), with blank lines between them. A snippet shows windows of the file,
-each starting and ending on a line found once in it (context that says where it is), with body
-statements changed, deleted or added inside; one marker stands between windows, written in one
-of several wordings. Chat style on top: a blank line written next to a marker where the original
+The files are Python or JavaScript functions (Python's in a class 40% of the time) whose bodies
+often repeat an earlier function's lines (copy-pasted code), with blank lines between them. A
+snippet shows windows of the file, each starting and ending on a line found once in it (context
+that says where it is), with body statements changed, deleted or added inside, an import added,
+or a new function after one; one marker stands between windows, written in one of several
+wordings. Chat style on top: a blank line written next to a marker where the original
 has one at that join, a window's first line a changed signature (`f(x)` -> `f(x, y)`), and the
 code inside a fenced block with prose around it. The expected file is the original with those
 edits. Each case runs through the deterministic pipeline: `exact` (valid, the expected file),
@@ -34,13 +35,17 @@ MARKERS = {
 
 
 def source(rng: random.Random, js: bool) -> list[str]:
-    """Imports, then 2-7 functions; 40% of bodies copy an earlier one's."""
+    """Imports, then 2-7 functions (in Python, 40% of the time a class's methods); 40% of bodies
+    copy an earlier one's."""
     end = ";" if js else ""
     lines: list[str] = []
     if rng.random() < 0.7:
         lines += (["const os = require('os');", "const fs = require('fs');"] if js else ["import os", "import sys"]) + [""]
     bodies: list[list[str]] = []
     n = rng.randint(2, 7)
+    in_class = not js and rng.random() < 0.4
+    if in_class:
+        lines.append("class Service:")
     for f in range(n):
         name = f"{rng.choice(WORDS)}_{f}"
         lines.append(f"function {name}(x) {{" if js else f"def {name}(x):")
@@ -61,15 +66,18 @@ def source(rng: random.Random, js: bool) -> list[str]:
                 else:
                     body.append(f"    v_{f}_{s} = compute({rng.choice(WORDS)}, {s}){end}")
             bodies.append(body)
-        lines += body + [f"    return {rng.choice(WORDS)}{end}"] + (["}"] if js else [])
+        function = [lines.pop()] + body + [f"    return {rng.choice(WORDS)}{end}"] + (["}"] if js else [])
+        lines += [("    " + line if line else line) for line in function] if in_class else function
         if f < n - 1:
             lines += ["", ""] if not js and rng.random() < 0.5 else [""]
     return lines
 
 
 def statement(line: str) -> bool:
-    """A body line an edit may change, delete or follow with a new one: not a brace or a blank."""
-    return line.startswith("    ") and any(ch.isalnum() for ch in line) and not any(ch in line for ch in "{}")
+    """A body line an edit may change, delete or follow with a new one: not a header, a brace or a
+    blank."""
+    return (line.startswith("    ") and any(ch.isalnum() for ch in line) and not any(ch in line for ch in "{}:")
+            and not line.lstrip().startswith(("def ", "class ", "function ")))
 
 
 def chat_case(rng: random.Random, language: str) -> tuple[str, str, str]:
@@ -96,12 +104,20 @@ def chat_case(rng: random.Random, language: str) -> tuple[str, str, str]:
                 snippet.append("")  # the blank line the original has at this join
         for i in range(start, stop):
             line = original[i]
-            if i == start and line.startswith(("def ", "function ")) and rng.random() < 0.3:
+            following = next((later for later in original[i + 1 :] if later.strip()), "def")
+            if i == start and line.lstrip().startswith(("def ", "function ")) and rng.random() < 0.3:
                 action = "signature"
+            elif line.startswith(("import ", "const ")) and i != stop - 1 and rng.random() < 0.3:
+                action = "import"
+            elif (not js and line.lstrip().startswith("return ") and following.lstrip().startswith("def ")
+                  and i != stop - 1 and rng.random() < 0.3):
+                action = "function"
             elif i in (start, stop - 1) or not statement(line):
                 action = "keep"
             else:
                 action = rng.choice(["keep", "keep", "keep", "change", "delete", "insert"])
+                if action == "delete" and line.lstrip().startswith("return "):
+                    action = "keep"  # a body is never left empty: the expected file must compile
             indent = line[: len(line) - len(line.lstrip())]
             if action == "signature":
                 snippet.append(line.replace("(x)", "(x, y)"))
@@ -113,6 +129,13 @@ def chat_case(rng: random.Random, language: str) -> tuple[str, str, str]:
                 snippet.append(f"{indent}changed_{fresh} = {rng.choice(WORDS)}(){end}")
                 expected.append(snippet[-1])
                 fresh += 1
+            elif action == "function":  # a new one after the function this return ends
+                snippet += [line, "", f"{indent[:-4]}def added_{fresh}(x):", f"{indent}return {fresh}"]
+                expected += snippet[-4:]
+                fresh += 1
+            elif action == "import":
+                snippet += [line, "const path = require('path');" if js else "import json"]
+                expected += snippet[-2:]
             elif action == "insert":
                 snippet += [line, f"{indent}inserted_{fresh}(){end}"]
                 expected += snippet[-2:]

@@ -31,6 +31,8 @@ knows.
 
 from __future__ import annotations
 
+import ast
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 
@@ -106,8 +108,10 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
     return Validation.of(problems)
 
 
-def syntax_errors(text: str, language: str | None) -> list[int] | None:
+def syntax_errors(text: str, language: str | None, compiler: bool = True) -> list[int] | None:
     """0-based rows of the innermost ERROR and MISSING nodes in `text`; None without a grammar.
+    Where the grammar finds none in Python, the row of CPython's syntax error, if any
+    (`compiler`).
 
     Innermost, because error recovery wraps a whole class in one ERROR node whose start says
     little; the nodes inside it sit where the syntax actually broke.
@@ -123,7 +127,24 @@ def syntax_errors(text: str, language: str | None) -> list[int] | None:
         if (node.is_error or node.is_missing) and not inner:
             rows.append(node.start_point[0])
         stack.extend(inner)
+    if compiler and not rows and resolve_language(language) == "python" and (row := _python_error(text)) is not None:
+        rows.append(row)
     return sorted(rows)
+
+
+def _python_error(text: str) -> int | None:
+    """0-based row of the syntax error CPython finds in `text`, or None. tree-sitter's Python
+    grammar accepts what CPython does not: a `def` with no body before the next one (a merge
+    that anchored one function's body under another's header)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes and the like are warnings, not errors
+            compile(text, "<merge>", "exec", ast.PyCF_ONLY_AST)
+    except SyntaxError as exc:
+        return max(0, (exc.lineno or 1) - 1)
+    except (ValueError, RecursionError, MemoryError):  # null bytes; nesting deeper than CPython parses
+        return None
+    return None
 
 
 def _parse_errors(original: str, text: str, language: str | None, snippet: Snippet | None) -> list[Problem]:
@@ -146,7 +167,8 @@ def _parse_errors(original: str, text: str, language: str | None, snippet: Snipp
     counts = f"the result has {len(after)} syntax error node(s), the original {len(before)}"
     if snippet is not None and fresh and _snippet_own(fresh, lines, snippet, orig_lines):
         rest = "\n".join(line for r, line in enumerate(lines) if r not in fresh)
-        if len(syntax_errors(rest, language) or []) <= len(before):
+        # The grammar's count only: without its lines a block the snippet wrote may be empty.
+        if len(syntax_errors(rest, language, compiler=False) or []) <= len(before):
             return [Problem("parse_errors", f"{counts}, all on lines the snippet wrote that stand alone: the grammar "
                             "rejects the snippet's own code (new syntax or a quirk of the grammar), kept as written",
                             "warning", line=row + 1)]

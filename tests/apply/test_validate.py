@@ -33,6 +33,20 @@ def test_parse_errors_the_original_already_had_are_not_blamed():
     assert validate(original, edited, language="python").ok
 
 
+def test_a_python_def_left_without_a_body_is_a_parse_error_the_grammar_alone_misses():
+    """tree-sitter's Python grammar accepts a `def` with no body before the next one; CPython
+    does not (a merge that anchored one function's body under another's header)."""
+    original = "def a(x):\n    return 1\n\n\ndef b(x):\n    return 2\n"
+    broken = "def a(x):\n\n\ndef b(x, y):\n    return 1\n"
+    assert syntax_errors(broken, "python", compiler=False) == []
+    assert syntax_errors(broken, "python") == [3]
+    check = validate(original, broken, language="python")
+    assert not check.ok and check.names == ["parse_errors"]
+    # An original CPython already rejects (Python 2) is not blamed for it.
+    legacy = "print 'hello'\n\n\ndef b(x):\n    return 2\n"
+    assert validate(legacy, legacy.replace("return 2", "return 3"), language="python").ok
+
+
 def test_no_parse_check_without_a_grammar():
     assert syntax_errors("fun x( {", "kotlin") is None
     assert validate("a\nb\nc\n", "a\nb(\nc\n", language="kotlin").ok
