@@ -7,10 +7,10 @@ inserted). With the blocks of the example in `anchor.py`, orig[1:5] = `b c d e` 
 
 Candidates are ranked by how far their anchors reach toward the segment's edges (the longest
 prefix and suffix that match, as in the dev set's own mechanical check), then by whether they
-delete a copy of their own anchor (`_echoes`), then by how many segment
-lines the anchors cover (weighted: a blank or a brace says little about position, a line equal
-only up to whitespace less than an exact one), and by how much original code they would drop
-(`dropped_lines`), see `Candidate.score`. A span whose anchors are too weak for what it deletes
+write a definition header again beside the original's (`_misplaced`) or delete a copy of their
+own anchor (`_echoes`), then by how many segment lines the anchors cover (weighted: a blank or a
+brace says little about position, a line equal only up to whitespace less than an exact one),
+and by how much original code they would drop (`dropped_lines`), see `Candidate.score`. A span whose anchors are too weak for what it deletes
 is no candidate (`_drops_unshown`). Choosing among them, with the other segments' order, is
 `placement.py`'s job.
 """

@@ -5,7 +5,8 @@ Each check is a named `Problem` with a reason; `Validation.ok` is False when any
 
 * `empty_result`     the result is empty (or whitespace) though the original was not;
 * `parse_errors`     tree-sitter finds more ERROR/MISSING nodes in the result than in the
-                     original: the merge broke the syntax (errors the file already had are fine);
+                     original (for Python, where it finds none, CPython's compiler is asked
+                     too): the merge broke the syntax (errors the file already had are fine);
 * `markers_copied`   elision markers (`// ... existing code ...`) landed in the file as text;
 * `mass_deletion`    more than 30% of the original's lines disappeared (net of lines added in
                      their place) while the snippet kept elisions, i.e. did not say "this is the
@@ -139,7 +140,7 @@ def _python_error(text: str) -> int | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like are warnings, not errors
-            compile(text, "<merge>", "exec", ast.PyCF_ONLY_AST)
+            compile(text, "<merge>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
         return max(0, (exc.lineno or 1) - 1)
     except (ValueError, RecursionError, MemoryError):  # null bytes; nesting deeper than CPython parses
