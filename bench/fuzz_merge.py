@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import random
 
+from bench.apply_eval import run_deterministic
 from bench.common import header, table
-from engine.apply.errors import ApplyError
-from engine.apply.pipeline import ApplyRequest, prepare
-from engine.apply.run import apply_edit
 
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
 MARKERS = {
@@ -104,13 +102,13 @@ def chat_case(rng: random.Random, language: str) -> tuple[str, str, str]:
                 snippet.append("")  # the blank line the original has at this join
         for i in range(start, stop):
             line = original[i]
-            following = next((later for later in original[i + 1 :] if later.strip()), "def")
             if i == start and line.lstrip().startswith(("def ", "function ")) and rng.random() < 0.3:
                 action = "signature"
             elif line.startswith(("import ", "const ")) and i != stop - 1 and rng.random() < 0.3:
                 action = "import"
-            elif (not js and line.lstrip().startswith("return ") and following.lstrip().startswith("def ")
-                  and i != stop - 1 and rng.random() < 0.3):
+            elif (not js and line.lstrip().startswith("return ") and i != stop - 1
+                  and next((later for later in original[i + 1 :] if later.strip()), "def").lstrip().startswith("def ")
+                  and rng.random() < 0.3):
                 action = "function"
             elif i in (start, stop - 1) or not statement(line):
                 action = "keep"
@@ -154,17 +152,15 @@ def chat_case(rng: random.Random, language: str) -> tuple[str, str, str]:
 
 
 def outcome(case: tuple[str, str, str], language: str) -> str:
-    """`exact`, `refused` or `WRONG` for one case through the deterministic pipeline."""
+    """`exact`, `refused` or `WRONG` for one case through the deterministic pipeline
+    (`apply_eval.run_deterministic`, as the dev sets run)."""
     original, snippet, expected = case
-    request = ApplyRequest(original, snippet, None, language, "x.py" if language == "python" else "x.js",
-                           mode="deterministic")
-    try:
-        result = apply_edit(None, request, plan=prepare(request))
-    except ApplyError:
+    record = run_deterministic({"id": "fuzz", "original": original, "update_snippet": snippet, "instruction": None,
+                                "language": language, "path": "x.py" if language == "python" else "x.js",
+                                "expected": expected})
+    if not record.success:
         return "refused"
-    if not result.ok:
-        return "refused"
-    return "exact" if result.merged_code == expected else "WRONG"
+    return "exact" if record.exact else "WRONG"
 
 
 def main(argv: list[str] | None = None) -> int:
