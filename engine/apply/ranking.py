@@ -93,11 +93,10 @@ def rank_prompt(tokenizer, readings: tuple[Reading, ...], original: str, snippet
     texts = [split_lines(r.text.replace("\r\n", "\n")) for r in readings]
     (start, end), cuts, tail = window(orig.lines, [t.lines for t in texts])
     shown = _shown_segments(readings, snippet, start, end)
-    spans = _shown_spans(snippet, shown, [t.lines[a:b] for t, (a, b) in zip(texts, cuts)])
     part = None if (start, end) == (0, len(orig)) else \
         f"lines {start + 1}-{end} of {os.path.basename(path) if path else 'the file'}"
     prompt = build_apply_prompt(join_lines(orig.lines[start:end], orig.eols[start:end]),
-                                snippet.render(shown, spans), None, language, form="rewrite", part=part)
+                                snippet.render(shown), None, language, form="rewrite", part=part)
     answers = []
     for t, (a, b) in zip(texts, cuts):
         # Scored up to AFTER lines past where the readings agree again: what follows is the same
@@ -148,22 +147,6 @@ def _shown_segments(readings: tuple[Reading, ...], snippet: Snippet, start: int,
     shown = {report.segment for r in readings for report in r.merge.segments
              if report.start is None or (report.start < end and report.end > start) or start <= report.start <= end}
     return sorted(shown) or list(range(len(snippet.segments)))
-
-
-def _shown_spans(snippet: Snippet, shown: list[int], windows: list[list[str]]) -> dict[int, tuple[int, int]]:
-    """Each shown segment's lines [first, end) from its first to its last line written in some
-    reading's window: the readings agree past the window, so the segment's lines there tell them
-    no further apart, and on a long snippet they were most of the prompt. A segment with no line
-    in any window is shown whole."""
-    spans = {}
-    for j in shown:
-        lines = [line.strip() for line in snippet.segments[j].lines]
-        found = [k for text in windows
-                 for k0, _, size in line_matcher(lines, [line.strip() for line in text]).get_matching_blocks()
-                 for k in range(k0, k0 + size)]
-        if found:
-            spans[j] = (min(found), max(found) + 1)
-    return spans
 
 
 def score(engine, shared: list[int], continuations: list[list[int]]) -> list[float]:

@@ -58,24 +58,19 @@ class Snippet:
         """Whether the snippet elides anything (a marker, or several fenced excerpts)."""
         return bool(self.markers) or len(self.segments) > 1
 
-    def render(self, shown, spans: dict[int, tuple[int, int]] | None = None) -> str:
+    def render(self, shown) -> str:
         """The segments `shown` (indices, in order) as the snippet wrote them, for a prompt: an
         elision marker between two of them, and at an end where the snippet elides (a segment
         before or after, or its own marker there), none where it does not -- whether a snippet
-        ends with a marker is what some readings turn on. `spans` shows only lines [first, end)
-        of a segment, with a marker where it is cut."""
+        ends with a marker is what some readings turn on."""
         comments = language_spec(self.language).line_comments
         marker = f"{comments[0] if comments else '//'} ... existing code ..."
         out: list[str] = []
-        last = len(self.segments) - 1
-        for n, j in enumerate(shown):
-            lines = self.segments[j].lines
-            first, end = (spans or {}).get(j, (0, len(lines)))
-            if j > 0 or self.leading_elision or first > 0:
+        for j in shown:
+            if j > 0 or self.leading_elision:
                 out.append(marker)
-            out.extend(lines[first:end])
-            if end < len(lines) and n + 1 == len(shown) and j == last and not self.trailing_elision:
-                out.append(marker)  # cut where the snippet ends without one
+            out.extend(self.segments[j].lines)
+        last = len(self.segments) - 1
         if shown and (shown[-1] < last or self.trailing_elision):
             out.append(marker)
         return "\n".join(out) + "\n"

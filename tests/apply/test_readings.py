@@ -241,23 +241,6 @@ def test_readings_are_scored_where_they_part_not_over_the_lines_one_of_them_copi
     assert prompt.continuations[0] != prompt.continuations[1]
 
 
-def test_the_rank_prompt_shows_the_snippet_only_where_the_readings_part(tokenizer):
-    """A long snippet ending without a marker inside a block: the model sees the snippet's lines
-    around the keep-or-delete choice at its end, not the lines further up, which both readings
-    write alike (on a long snippet they were most of the prompt's tokens)."""
-    from engine.apply.ranking import rank_prompt
-
-    body = "".join(f"    v{i} = {i}\n" for i in range(30))
-    original = f"def f():\n{body}    log(v0)\n    return v1\n\n\ndef g():\n    pass\n"
-    snippet = f"def f():\n    v0 = 'zero'\n{body[body.index('    v1 ='):]}    log(v0)\n"
-    found = explore(original, snippet, "python")
-    assert len(found.readings) == 2
-    prompt = tokenizer.decode(rank_prompt(tokenizer, found.readings, original, found.result.snippet, "python").shared)
-    update = prompt.split("<update>")[1].split("</update>")[0]
-    assert "v29 = 29" in update and "v0 = 'zero'" not in update and "v3 = 3" not in update
-    assert update.strip().startswith("# ... existing code ...") and update.rstrip().endswith("log(v0)")
-
-
 def test_the_margin_is_the_lead_of_the_first_over_the_second():
     ranking = Ranking((Scored(None, -1.0), Scored(None, -1.0 - MARGIN)), 10, 5, 0.1, (0, 3))
     assert ranking.margin == pytest.approx(MARGIN) and ranking.chosen is None

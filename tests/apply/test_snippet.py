@@ -19,16 +19,6 @@ def test_segments_and_elision_flags():
     assert snippet.has_markers and snippet.final_newline and snippet.eol == "\n"
 
 
-def test_render_cuts_a_segment_with_a_marker_where_the_snippet_had_none():
-    snippet = parse_snippet("a = 1\nb = 2\nc = 3\n# ...\nx = 1\ny = 2\nz = 3\n", "python")
-    marker = "# ... existing code ..."
-    assert snippet.render([0, 1]) == f"a = 1\nb = 2\nc = 3\n{marker}\nx = 1\ny = 2\nz = 3\n"
-    # Cut at the head of the first and the end of the last: a marker there; between, one marker.
-    assert snippet.render([0, 1], {0: (1, 2), 1: (0, 2)}) == f"{marker}\nb = 2\n{marker}\nx = 1\ny = 2\n{marker}\n"
-    # The snippet's own end, uncut, keeps its lack of a marker.
-    assert snippet.render([1], {1: (1, 3)}) == f"{marker}\ny = 2\nz = 3\n"
-
-
 def test_consecutive_markers_and_blank_lines_between_them_collapse():
     snippet = parse_snippet("x = 1\n# ...\n\n# ... existing code ...\ny = 2\n", "python")
     assert [s.lines for s in snippet.segments] == [("x = 1",), ("y = 2",)]
