@@ -245,6 +245,23 @@ def _beheads(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, keys: set
     return False
 
 
+def _blank_edges_given_up(c: Candidate, seg: tuple[str, ...]) -> Candidate | None:
+    """`c` with the blank lines at its outer edges left unanchored, or None if it has none. A
+    blank line written on both sides of a marker that elides nothing matches the one blank line
+    between two segments' spans: both anchored on it, the spans overlap, and the segment that
+    gives way would fall back to a far worse span. Unanchored, the blank line joins the
+    original's (`edges.join_blank_lines`)."""
+    head, tail = c.head, c.tail
+    lead = next((k for k in range(head.length) if seg[head.seg_start + k].strip()), head.length)
+    trail = next((k for k in range(tail.length) if seg[tail.seg_end - 1 - k].strip()), tail.length)
+    if not lead and not trail or lead == head.length or trail == tail.length:
+        return None
+    if head == tail:
+        block = head.drop(lead).cut(head.length - lead - trail)
+        return Candidate(block, block, sum(block.weights), block.level) if block.length else None
+    return pair(head.drop(lead), tail.cut(tail.length - trail))
+
+
 def _singles(blocks: list[Block]) -> list[Block]:
     """Blocks to offer alone (the rest of the segment inserted): all of them, or when there are
     many, the heaviest NEAREST * 4."""
@@ -273,10 +290,13 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     keys = {key for line in seg if (key := definition(line))} | twins(seg, index)
     tree = functools.cache(lambda: parse_tree(index.text, index.language) if index.text is not None else None)
     ends = functools.cache(lambda row: tree() and construct_end(index.text, index.lines, index.language, row, tree()))
-    found = [c for h, t in _pairings(heads, tails)
-             if (c := pair(h, t)) is not None and not _drops_unshown(c, seg, index, ours, keys, fragment)
-             and not _beheads(c, seg, index, keys, ends) and not _misaligned(c, seg, index)]
+    def fits(c: Candidate) -> bool:
+        return (not _drops_unshown(c, seg, index, ours, keys, fragment) and not _beheads(c, seg, index, keys, ends)
+                and not _misaligned(c, seg, index))
+
+    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and fits(c)]
     found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
+    found += [v for c in found if (v := _blank_edges_given_up(c, seg)) is not None and (v.head == v.tail or fits(v))]
     # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say
     # nothing about where the segment goes when lines outside it anchor.
     fresh = new_definition_rows(seg, index)
