@@ -36,6 +36,7 @@ IMPORTS = {"python": ["import os", "import sys"], "javascript": ["const os = req
            "go": ["package main", "", 'import "os"']}
 ADDED_IMPORT = {"python": "import json", "javascript": "const path = require('path');", "go": 'import "fmt"'}
 COMMENT = {"python": "#", "javascript": "//", "go": "//"}
+EXTENSIONS = {"python": "py", "javascript": "js", "go": "go"}
 HEADERS = ("def ", "function ", "func ")
 
 
@@ -176,7 +177,7 @@ def outcome(case: tuple[str, str, str], language: str) -> str:
     (`apply_eval.run_deterministic`, as the dev sets run)."""
     original, snippet, expected = case
     record = run_deterministic({"id": "fuzz", "original": original, "update_snippet": snippet, "instruction": None,
-                                "language": language, "path": "x." + {"python": "py", "javascript": "js", "go": "go"}[language],
+                                "language": language, "path": f"x.{EXTENSIONS[language]}",
                                 "expected": expected})
     if not record.success:
         return "refused"

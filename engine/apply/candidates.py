@@ -254,7 +254,7 @@ def _blank_edges_given_up(c: Candidate, seg: tuple[str, ...]) -> Candidate | Non
     head, tail = c.head, c.tail
     lead = next((k for k in range(head.length) if seg[head.seg_start + k].strip()), head.length)
     trail = next((k for k in range(tail.length) if seg[tail.seg_end - 1 - k].strip()), tail.length)
-    if not lead and not trail or lead == head.length or trail == tail.length:
+    if (not lead and not trail) or lead == head.length or trail == tail.length:
         return None
     if head == tail:
         block = head.drop(lead).cut(head.length - lead - trail)
@@ -290,6 +290,7 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     keys = {key for line in seg if (key := definition(line))} | twins(seg, index)
     tree = functools.cache(lambda: parse_tree(index.text, index.language) if index.text is not None else None)
     ends = functools.cache(lambda row: tree() and construct_end(index.text, index.lines, index.language, row, tree()))
+
     def fits(c: Candidate) -> bool:
         return (not _drops_unshown(c, seg, index, ours, keys, fragment) and not _beheads(c, seg, index, keys, ends)
                 and not _misaligned(c, seg, index))
