@@ -10,13 +10,22 @@ from torch import nn
 from kernels.fused_ops import add_rms_norm, silu_and_mul
 
 
+# Batch-invariant rows are computed this many at a time: oneDNN's bf16 kernels on a CPU with AMX
+# block the rows differently above 32 (Intel Xeon, torch 2.13: rows 0-31 of a 33-row matmul
+# differ in the last bit from the same rows of a 32-row one), while every N from 2 to 32 agrees.
+INVARIANT_ROWS = 32
+
+
 def rows_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                 invariant: bool = False, packed: torch.Tensor | None = None) -> torch.Tensor:
     """x [N, in] @ weight [out, in]^T (+ bias); `packed`: the weight as `pack_weight` laid it out,
     used in its place. `invariant`: each row's result does not depend on N. On the CPU a matmul
     of one row takes a GEMV kernel whose sums differ from the GEMM's (at 1,536 inputs and more),
-    while every N from 2 up gives the same rows: so one row is computed as the first of two.
-    Batch-invariant mode, kernels/paged_attention/ref.py says why."""
+    while every N from 2 to INVARIANT_ROWS gives the same rows: so rows go INVARIANT_ROWS at a
+    time, and one row is computed as the first of two. Batch-invariant mode,
+    kernels/paged_attention/ref.py says why."""
+    if invariant and x.shape[0] > INVARIANT_ROWS:
+        return torch.cat([rows_matmul(part, weight, bias, True, packed) for part in x.split(INVARIANT_ROWS)])
     if invariant and x.shape[0] == 1:
         return rows_matmul(torch.cat((x, x)), weight, bias, packed=packed)[:1]
     if packed is not None:
