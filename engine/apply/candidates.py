@@ -258,8 +258,13 @@ def _blank_edges_given_up(c: Candidate, seg: tuple[str, ...]) -> Candidate | Non
         return None
     if head == tail:
         block = head.drop(lead).cut(head.length - lead - trail)
-        return Candidate(block, block, sum(block.weights), block.level) if block.length else None
+        return _alone(block) if block.length else None
     return pair(head.drop(lead), tail.cut(tail.length - trail))
+
+
+def _alone(block: Block) -> Candidate:
+    """`block` as both anchors: the rest of the segment inserted around it."""
+    return Candidate(block, block, sum(block.weights), block.level)
 
 
 def _singles(blocks: list[Block]) -> list[Block]:
@@ -296,7 +301,7 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
                 and not _misaligned(c, seg, index))
 
     found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and fits(c)]
-    found += [Candidate(b, b, sum(b.weights), b.level) for b in _singles(heads + tails)]
+    found += [_alone(b) for b in _singles(heads + tails)]
     found += [v for c in found if (v := _blank_edges_given_up(c, seg)) is not None and (v.head == v.tail or fits(v))]
     # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say
     # nothing about where the segment goes when lines outside it anchor.
