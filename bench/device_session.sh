@@ -25,7 +25,7 @@
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
 # heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_old, ranking05_old,
-# ranking15_old, graphs, concurrency05_profile, equal60, batch15, rag, rag_old,
+# ranking15_old, graphs, concurrency05_profile, equal60, equal60_inv, kernels_inv, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
 set -u
@@ -181,6 +181,12 @@ job() {
     # Speculation against plain decoding in bf16 on the 60 dev apply cases (the 0.5B): outputs identical, tok/s.
     equal60) $t 540 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/equal60 \
       --configs plain "lookup K=16" "lookup K=16 +prediction" && cp $RES/spec_decode_cuda.json $RES/equal60.json ;;
+    # The same with the batch-invariant kernels on (EDITAPPLY_BATCH_INVARIANT), and those kernels' tests natively.
+    equal60_inv) EDITAPPLY_BATCH_INVARIANT=on $t 540 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
+      --plot $RES/equal60_inv --configs plain "lookup K=16" "lookup K=16 +prediction" \
+      && cp $RES/spec_decode_cuda.json $RES/equal60_inv.json ;;
+    kernels_inv) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_invariant_linear.py \
+      tests/kernels/test_paged_attention.py -k "invariant or each_row or matches_torch" ;;
     # The 1.5B at batch 1 on the 60 dev apply cases, lookup.
     batch15) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup \
       && cp $RES/drafters_cuda.json $RES/batch15.json ;;

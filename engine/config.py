@@ -84,8 +84,8 @@ class EngineConfig(EnvSettings):
         "triton | ref (gather + SDPA, for comparison)"))
     batch_invariant: Literal["auto", "on", "off"] = Field("auto", description=(
         "every row of a step computed independently of the others, so a verify block commits the tokens "
-        "plain decoding writes in bf16 too (models/transformer.py set_batch_invariant; the CPU's kernels "
-        "only): auto (on for bf16/fp16 on the CPU) | on | off"))
+        "plain decoding writes in bf16 too (models/transformer.py set_batch_invariant): auto (on for "
+        "bf16/fp16 on the CPU; off on CUDA, where it costs speed) | on | off"))
     packed_weights: bool = Field(True, description=(
         "CPU: the linear layers' weights packed once in oneDNN's layout (models/layers.py pack_weight), "
         "1.4-3.6x faster GEMMs than a plain weight; off for comparison"))

@@ -64,9 +64,6 @@ class ModelRunner:
         self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim, cfg.kv_dtype)
         self.model.set_kernel_impl(self.attention)
         if cfg.rows_invariant:
-            if self.device.type != "cpu":
-                raise ValueError("EDITAPPLY_BATCH_INVARIANT=on: the batch-invariant kernels are the CPU's; "
-                                 "on CUDA there are none yet")
             self.model.set_batch_invariant(True)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")

@@ -22,8 +22,13 @@ def rows_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     used in its place. `invariant`: each row's result does not depend on N. On the CPU a matmul
     of one row takes a GEMV kernel whose sums differ from the GEMM's (at 1,536 inputs and more),
     while every N from 2 to INVARIANT_ROWS gives the same rows: so rows go INVARIANT_ROWS at a
-    time, and one row is computed as the first of two. Batch-invariant mode,
+    time, and one row is computed as the first of two. On CUDA, cuBLAS chooses its kernel by shape:
+    kernels/invariant_linear's one tile shape instead. Batch-invariant mode,
     kernels/paged_attention/ref.py says why."""
+    if invariant and x.is_cuda:
+        from kernels.invariant_linear.fixed_tiles import linear_fixed_tiles
+
+        return linear_fixed_tiles(x, weight, bias)
     if invariant and x.shape[0] > INVARIANT_ROWS:
         return torch.cat([rows_matmul(part, weight, bias, True, packed) for part in x.split(INVARIANT_ROWS)])
     if invariant and x.shape[0] == 1:

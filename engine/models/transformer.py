@@ -145,9 +145,10 @@ class CausalLM(nn.Module):
     def set_batch_invariant(self, on: bool) -> None:
         """Every row's result independent of the step's other rows (of its own sequence and of the
         batch): a verify block then commits the tokens plain decoding writes, in bf16 too. The
-        linear layers compute one row as the first of two (layers.rows_matmul), attention by fixed
-        key chunks (kernels/paged_attention/ref.py, paged_attention_rows). The reference kernels
-        only, the CPU's path; the int8 head and int4 KV's window are not covered."""
+        linear layers in one fixed shape (layers.rows_matmul: oneDNN 2 to 32 rows at a time on the
+        CPU, kernels/invariant_linear on CUDA), attention by fixed key chunks (ref.py's
+        paged_attention_rows, split_kv.py's fixed splits). The int8 head and int4 KV's window are
+        not covered."""
         self.batch_invariant = on
         for module in self.modules():
             if isinstance(module, (Attention, Linear)):

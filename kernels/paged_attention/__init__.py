@@ -3,9 +3,9 @@
 `paged_attention` has two implementations behind one signature: `ref` (ref.py, the spec: gather the
 context, then SDPA; the CPU path) and `triton` (split_kv.py: reads K/V in place through the slot
 table, one launch for the whole batch; the CUDA path). `resolve_impl("auto", device)` picks triton
-on CUDA and ref elsewhere; the engine's switch is EDITAPPLY_ATTENTION. `ref` has a batch-invariant
-form too (`invariant`: ref.py, `paged_attention_rows`; EDITAPPLY_BATCH_INVARIANT), for every cache
-but int4's, whose window form it does not cover.
+on CUDA and ref elsewhere; the engine's switch is EDITAPPLY_ATTENTION. Both have a batch-invariant
+form (`invariant`: ref.py `paged_attention_rows`, split_kv.py's fixed splits;
+EDITAPPLY_BATCH_INVARIANT), for every cache but int4's, whose window form neither covers.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def paged_attention(
     sliding_window: int | None = None,
     query_starts: torch.Tensor | None = None,  # [B+1] int32 row offsets, needed by triton when lengths differ
     impl: str = "ref",
-    invariant: bool = False,  # ref only: each row's output independent of the others (ref.py, paged_attention_rows)
+    invariant: bool = False,  # each row's output independent of the others (see above)
 ) -> torch.Tensor:  # [T, H, D]
     if invariant and impl == "ref" and not hasattr(kv, "gather_window"):
         return paged_attention_rows_cache(q, kv, slot_tables, q_positions, query_lens, scale, sliding_window)
@@ -66,7 +66,7 @@ def paged_attention(
 
         uniform = len(set(query_lens)) == 1
         return paged_attention_triton(q, kv, slot_tables, q_positions, scale, sliding_window,
-                                      query_starts=None if uniform else query_starts)
+                                      query_starts=None if uniform else query_starts, invariant=invariant)
     return paged_attention_cache_ref(q, kv, slot_tables, q_positions, query_lens, context_lens, scale, sliding_window)
 
 

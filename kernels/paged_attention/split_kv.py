@@ -22,6 +22,13 @@ Shape-static and sync-free: the grid depends only on tensor shapes, so CUDA grap
 sequence's real context is read on the device from `q_positions`, and each program divides the
 keys its block can see evenly among the splits, so a graph captured for a wide slot table spends
 no work on the padding past a short context.
+
+Batch-invariant (`invariant`, EDITAPPLY_BATCH_INVARIANT): a query's output must not depend on the
+queries beside it or on the slot table's width, so every shape it meets is fixed, as in ref.py's
+`paged_attention_rows`: query blocks of one size, splits of KEY_CHUNK keys at fixed positions
+(split s reads keys [s * KEY_CHUNK, (s + 1) * KEY_CHUNK), whatever the block's last position), and
+the splits merged one after another in split order. Keys past a query's position, and splits past
+it, add exact zeros.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ import functools
 import torch
 import triton
 import triton.language as tl
+
+from kernels.paged_attention.ref import KEY_CHUNK
 
 FORMATS = {"plain": 0, "fp8": 1, "int8": 2, "int4": 3}
 INT4_GROUP = 32
@@ -93,7 +102,7 @@ def _attn_split(
     uniform_q_len, num_q_blocks, num_splits, scale_log2, window,
     G: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, FORMAT: tl.constexpr, VARLEN: tl.constexpr, HAS_WINDOW: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
-    DOT_FP32: tl.constexpr,
+    DOT_FP32: tl.constexpr, FIXED_SPLIT: tl.constexpr,
 ):
     b = tl.program_id(0) // num_q_blocks
     qblock = tl.program_id(0) % num_q_blocks
@@ -120,9 +129,13 @@ def _attn_split(
         lo = tl.maximum(tl.min(tl.where(valid, pos, hi), axis=0) - window + 1, 0)
     else:
         lo = 0
-    per_split = tl.cdiv(tl.cdiv(hi - lo, num_splits), BLOCK_N) * BLOCK_N
-    start = lo + split * per_split
-    end = tl.minimum(start + per_split, hi)
+    if FIXED_SPLIT:  # keys [split * FIXED_SPLIT, ...) at fixed positions; tiles wholly before lo skipped
+        start = tl.maximum(split * FIXED_SPLIT, (lo // BLOCK_N) * BLOCK_N)
+        end = tl.minimum((split + 1) * FIXED_SPLIT, hi)
+    else:
+        per_split = tl.cdiv(tl.cdiv(hi - lo, num_splits), BLOCK_N) * BLOCK_N
+        start = lo + split * per_split
+        end = tl.minimum(start + per_split, hi)
 
     half = tl.arange(0, D // 2)
     if FORMAT == 3:
@@ -214,17 +227,30 @@ def _attn_split(
 
 @triton.jit(do_not_specialize=["num_splits", "stride_ps", "stride_pt", "stride_ls", "stride_lt"])
 def _merge(OPART, LSE, O, num_splits, stride_ps, stride_pt, stride_ph, stride_ls, stride_lt, stride_ot, stride_oh,
-           D: tl.constexpr, SPLITS: tl.constexpr):
-    """out[t, h] = sum over splits of partial * 2^(lse - max lse), renormalized."""
+           D: tl.constexpr, SPLITS: tl.constexpr, ORDERED: tl.constexpr):
+    """out[t, h] = sum over splits of partial * 2^(lse - max lse), renormalized. ORDERED: the splits
+    added one after another in split order, so empty splits past the query's keys change no bit."""
     t = tl.program_id(0)
     h = tl.program_id(1)
-    s = tl.arange(0, SPLITS)
     d = tl.arange(0, D)
-    lse = tl.load(LSE + s * stride_ls + t * stride_lt + h, mask=s < num_splits, other=float("-inf"))
-    w = tl.exp2(lse - tl.max(lse, axis=0))  # [SPLITS]; empty splits weigh 0
-    part = tl.load(OPART + s[:, None] * stride_ps + t * stride_pt + h * stride_ph + d[None, :],
-                   mask=(s < num_splits)[:, None], other=0.0)
-    out = tl.sum(part * w[:, None], axis=0) / tl.sum(w, axis=0)
+    if ORDERED:
+        top = tl.full([], float("-inf"), tl.float32)
+        for i in range(num_splits):
+            top = tl.maximum(top, tl.load(LSE + i * stride_ls + t * stride_lt + h))
+        acc = tl.zeros([D], tl.float32)
+        total = tl.full([], 0.0, tl.float32)
+        for i in range(num_splits):
+            w = tl.exp2(tl.load(LSE + i * stride_ls + t * stride_lt + h) - top)  # empty splits weigh 0
+            acc += tl.load(OPART + i * stride_ps + t * stride_pt + h * stride_ph + d) * w
+            total += w
+        out = acc / total
+    else:
+        s = tl.arange(0, SPLITS)
+        lse = tl.load(LSE + s * stride_ls + t * stride_lt + h, mask=s < num_splits, other=float("-inf"))
+        w = tl.exp2(lse - tl.max(lse, axis=0))  # [SPLITS]; empty splits weigh 0
+        part = tl.load(OPART + s[:, None] * stride_ps + t * stride_pt + h * stride_ph + d[None, :],
+                       mask=(s < num_splits)[:, None], other=0.0)
+        out = tl.sum(part * w[:, None], axis=0) / tl.sum(w, axis=0)
     tl.store(O + t * stride_ot + h * stride_oh + d, out.to(O.dtype.element_ty))
 
 
@@ -257,6 +283,7 @@ def paged_attention_triton(
     block_m: int | None = None,  # None: rows for the whole block of queries, 16..128
     num_warps: int | None = None,
     num_stages: int = 2,
+    invariant: bool = False,  # each query's output independent of the others and of S (see above)
 ) -> torch.Tensor:  # [T, H, D]
     T, H, D = q.shape
     B, S = slot_tables.shape
@@ -288,18 +315,22 @@ def paged_attention_triton(
         assert query_starts.shape == (B + 1,) and query_starts.dtype == torch.int32
         q_len, max_q = 0, q_positions.shape[1]
 
-    if block_m is None:
-        block_m = min(128 if D <= 128 else 64, max(16, triton.next_power_of_2(max_q * G)))
+    widest = 128 if D <= 128 else 64
+    if invariant:
+        block_m, num_splits = widest, triton.cdiv(S, KEY_CHUNK)
+    elif block_m is None:
+        block_m = min(widest, max(16, triton.next_power_of_2(max_q * G)))
     block_m = max(block_m, triton.next_power_of_2(G))
     num_q_blocks = triton.cdiv(max_q, block_m // G)
-    if num_splits is None:
-        num_splits = choose_splits(B * num_q_blocks * Hkv, S, q.device)
-    num_splits = max(1, min(num_splits, MAX_SPLITS))
+    if not invariant:
+        if num_splits is None:
+            num_splits = choose_splits(B * num_q_blocks * Hkv, S, q.device)
+        num_splits = max(1, min(num_splits, MAX_SPLITS))
     if num_warps is None:
         num_warps = 8 if block_m * D >= 128 * 128 else 4
 
     out = torch.empty_like(q)
-    split = num_splits > 1
+    split = num_splits > 1 or invariant
     if split:
         o_part = torch.empty(num_splits, T, H, D, dtype=torch.float32, device=q.device)
         lse = torch.empty(num_splits, T, H, dtype=torch.float32, device=q.device)
@@ -323,7 +354,7 @@ def paged_attention_triton(
         G=G, D=D, BS=block_size, FORMAT=fmt, VARLEN=query_starts is not None, HAS_WINDOW=sliding_window is not None,
         SPLIT=split, BLOCK_M=block_m, BLOCK_N=block_n,
         PRECISION="ieee" if q.dtype == torch.float32 else None,
-        DOT_FP32=q.dtype == torch.bfloat16 and q.device.type != "cuda",
+        DOT_FP32=q.dtype == torch.bfloat16 and q.device.type != "cuda", FIXED_SPLIT=KEY_CHUNK if invariant else 0,
         num_warps=num_warps, num_stages=num_stages,
     )
     if split:
@@ -331,6 +362,6 @@ def paged_attention_triton(
             OPART=o_part, LSE=lse, O=out, num_splits=num_splits,
             stride_ps=o_part.stride(0), stride_pt=o_part.stride(1), stride_ph=o_part.stride(2),
             stride_ls=lse.stride(0), stride_lt=lse.stride(1), stride_ot=out.stride(0), stride_oh=out.stride(1),
-            D=D, SPLITS=triton.next_power_of_2(num_splits),
+            D=D, SPLITS=triton.next_power_of_2(num_splits), ORDERED=invariant,
         )
     return out

@@ -199,3 +199,37 @@ def test_the_rows_form_gives_each_query_the_same_output_alone_or_in_any_block(H,
     exact = torch.nn.functional.scaled_dot_product_attention(
         q.float().permute(1, 0, 2)[None], full(k), full(v), attn_mask=visible, scale=D**-0.5)[0].permute(1, 0, 2)
     assert (block.float() - exact).abs().max() <= (exact.bfloat16().float() - exact).abs().max() + 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("window", [None, 300])
+def test_the_kernels_invariant_form_gives_each_query_the_same_output_alone_or_in_any_block(dtype, window):
+    """The Triton kernel's batch-invariant form (split_kv.py, fixed splits): a query's output is
+    bit-identical computed alone (a decode step, its table cut after its position or padded), as a
+    row of a verify block, or beside another sequence's rows; and it is attention within TOL.
+    Without the fixed splits the splits follow the row count and the table's width, and the bits
+    part (choose_splits)."""
+    g = torch.Generator().manual_seed(3)
+    H, Hkv, D, width = 14, 2, 64, 1100
+    kv = make_layer_kv("auto", 2 * width, Hkv, D, dtype, DEVICE)
+    kv.write(torch.arange(2 * width, device=DEVICE), *(torch.randn(2 * width, Hkv, D, generator=g).to(DEVICE)
+                                                       for _ in range(2)))
+    tables = torch.randperm(2 * width, generator=g).view(2, width).to(DEVICE)
+    q = torch.randn(20, H, D, generator=g).to(dtype).to(DEVICE)
+    positions = torch.arange(1010, 1030, device=DEVICE)
+    attend = lambda rows, table, pos, **kw: paged_attention_triton(rows, kv, table, pos, D**-0.5, window,
+                                                                   invariant=True, **kw)
+    block = attend(q, tables[:1], positions[None])
+    ref = paged_attention_cache_ref(q, kv, tables[:1], positions[None], [20], [1030], D**-0.5, window)
+    assert ((block.float() - ref.float()).abs().max() / ref.float().abs().max()).item() <= TOL[dtype]
+    other = torch.randn(16, H, D, generator=g).to(dtype).to(DEVICE)
+    for i in (0, 9, 19):
+        for keys in (1011 + i, 1030, width):
+            assert torch.equal(attend(q[i : i + 1], tables[:1, :keys], positions[None, i : i + 1])[0], block[i])
+        # beside another sequence's 16-row verify block, this query's block its own 4 rows
+        j = max(0, i - 3)
+        rows = torch.cat((other, q[j : i + 1]))
+        pos = torch.stack((torch.arange(500, 516, device=DEVICE), torch.cat((positions[j : i + 1],
+                           positions.new_zeros(16 - (i + 1 - j))))))
+        starts = torch.tensor([0, 16, 16 + i + 1 - j], dtype=torch.int32, device=DEVICE)
+        assert torch.equal(attend(rows, tables.flip(0), pos, query_starts=starts)[-1], block[i])
