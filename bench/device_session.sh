@@ -24,7 +24,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_old, ranking05_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, ranking05_old,
 # ranking15_old, graphs, concurrency05_profile, equal60, equal60_inv, kernels_inv, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
@@ -200,6 +200,10 @@ job() {
     # The same with the level's load held: 4 requests a slot (n * 4 in all, n at a time).
     concurrency05_rounds) $t 420 python3 -m bench.concurrency --levels 32 64 --cases 0 --rounds 4 \
       --modes "lookup K=16 +prediction" ;;
+    # Planning ahead on and off in turn (EDITAPPLY_PLAN_AHEAD), twice, at 8 to 64 requests.
+    concurrency05_ahead) for a in 1 0 1 0; do EDITAPPLY_PLAN_AHEAD=$a $t 200 python3 -m bench.concurrency \
+      --levels 8 32 64 --cases 0 --modes "lookup K=16 +prediction" && cp $RES/concurrency_cuda.json \
+      $RES/concurrency05_ahead${a}_$(date +%s).json; done ;;
     # The older tree's (.old/) concurrency and ranking, on the same lease.
     concurrency05_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
       $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction") ;;

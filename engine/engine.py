@@ -229,9 +229,10 @@ class LLMEngine:
     def step(self) -> None:
         """One engine step: a prefill step, or a verify step -- launch, accept, commit.
 
-        A verify step's successor is planned while it runs (`Scheduler.plan_ahead`) and, when its
-        bet holds, launched before this call returns: the next call finds it in flight and only
-        waits for it, so the GPU does not idle through the host's planning and staging."""
+        A verify step's successor is planned while it runs (`Scheduler.plan_ahead`) and, where its
+        bets hold, launched before this call returns (`Scheduler.next_from_ahead`: the sequences
+        whose bet failed drafted again first): the next call finds it in flight and only waits for
+        it, so the GPU does not idle through the host's planning (and, every bet held, staging)."""
         times = self.step_times.start()
         launched = self._take_ahead() or self._schedule()
         if launched is None:
@@ -241,8 +242,9 @@ class LLMEngine:
         accepted = times.lap("accept", self._accept(launched.plan, out))
         self.step_cost.observe(launched.plan.num_tokens, time.perf_counter() - launched.t_launch)
         times.lap("postprocess", self.scheduler.postprocess(launched.plan, accepted, out.head_rows))
-        if ahead is not None and self.scheduler.ahead_holds(ahead[0]):
-            self._ahead = self._launch(*ahead)
+        nxt = self.scheduler.next_from_ahead(ahead[0]) if ahead is not None else None
+        if nxt is not None:
+            self._ahead = self._launch(nxt, ahead[1] if nxt is ahead[0] else None)
             times.ahead += 1
         times.steps, times.wait = times.steps + 1, times.wait + out.wait_s
 

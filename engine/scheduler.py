@@ -33,10 +33,10 @@ from engine.kv_cache import KVCache
 from engine.sequence import Sequence, Status
 from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 
-# Plan ahead only while at most this many sequences run: one sequence gains (the bet holds in most
-# apply steps), several lose (all must accept whole drafts at once for a bet to hold), as measured
-# in bench/HISTORY.md, "The next step planned ahead".
-PLAN_AHEAD_MAX_SEQS = 1
+# Plan ahead only while at most this many sequences run (None: any number). Each sequence's bet
+# is kept where it holds and the others are drafted again after the step (`next_from_ahead`);
+# bench/HISTORY.md, "The next step planned ahead" and "Planned ahead per sequence", measure it.
+PLAN_AHEAD_MAX_SEQS: int | None = None
 
 
 @dataclass
@@ -162,9 +162,10 @@ class Scheduler:
             budget -= end - seq.num_cached
         return batch
 
-    def verify_plan(self) -> StepPlan:
-        """Propose, size, then grow each sequence's blocks for its verify block."""
-        seqs = list(self.running)
+    def verify_plan(self, seqs: list[Sequence] | None = None) -> StepPlan:
+        """Propose, size, then grow each sequence's blocks for its verify block: the running
+        sequences, or those of `seqs`."""
+        seqs = list(self.running if seqs is None else seqs)
         rooms = [self.draft_room(seq) for seq in seqs]
         drafts = [seq.drafter.propose(seq.tokens, room) if seq.drafter is not None and room > 0 else []
                   for seq, room in zip(seqs, rooms)]
@@ -191,27 +192,28 @@ class Scheduler:
 
     # ---- the next plan, made while this one runs --------------------------------------------
     def plan_ahead(self, plan: StepPlan) -> StepPlan | None:
-        """The verify plan after `plan`, made while `plan` runs on the GPU, on a bet: every sequence
-        accepts its whole draft and its bonus token is the one predicted next, as in most steps
-        of copied text. The engine launches it as soon as `plan`'s tokens are in if
-        `ahead_holds`, so the GPU does not wait for the host's planning; else it is dropped (only
-        its blocks stay with their sequences, needed soon). Exactness does not depend on the bet:
-        a plan made ahead is verified like any other.
+        """The verify plan after `plan`, made while `plan` runs on the GPU, on a bet per sequence:
+        it accepts its whole draft and its bonus token is the one predicted next, as in most steps
+        of copied text. Once `plan`'s tokens are in, `next_from_ahead` keeps the sequences whose
+        bet held and drafts the others again, so the GPU waits only for that part of the host's
+        planning (none when every bet held: the plan was staged while `plan` ran). Exactness does
+        not depend on the bet: a plan made ahead is verified like any other.
 
         Who predicts: lookup (the drafter's `lookahead`), where its bet fills the next block: the
-        plan is then the one `verify_plan` would make from the state it bets on. Otherwise, for a
-        sequence of the draft model with drafting ahead on, the model (`HybridDrafting.
-        propose_ahead`: it drafts beside the target's step). None where there is no bet: more than
-        PLAN_AHEAD_MAX_SEQS sequences, requests waiting (admission changes the batch), neither
-        predicts, too few free blocks (it never preempts).
+        sequence's part of the plan is then the one `verify_plan` would make from the state it
+        bets on. Otherwise, for a sequence of the draft model with drafting ahead on, the model
+        (`HybridDrafting.propose_ahead`: it drafts beside the target's step). A sequence neither
+        predicts is left out (drafted after the step). None where there is no bet at all, or more
+        than PLAN_AHEAD_MAX_SEQS sequences, requests waiting (admission changes the batch), too
+        few free blocks (it never preempts).
         """
         if (plan.prefill or self.waiting or len(plan.batch) != len(self.running)
-                or len(plan.batch) > PLAN_AHEAD_MAX_SEQS):
+                or (PLAN_AHEAD_MAX_SEQS is not None and len(plan.batch) > PLAN_AHEAD_MAX_SEQS)):
             return None
         seqs, bets, rooms, starts, proposals = [], [], [], [], {}
         for seq, feed in plan.batch:
             if seq.status != Status.RUNNING:
-                return None
+                continue
             room = self.draft_room(seq, grown=len(feed))
             bet = self._lookup_bet(plan, seq, feed, room)
             if not bet and seq.model_drafts and self.draft_ahead:
@@ -222,11 +224,13 @@ class Scheduler:
                     bet = [ahead[0]] + ahead[1].tokens
                     proposals[seq] = ahead[1]
             if not bet:
-                return None
+                continue
             seqs.append(seq)
             bets.append(bet)
             rooms.append(room)
             starts.append(seq.num_cached + len(feed))
+        if not seqs:
+            return None
         quotes = [i for i, seq in enumerate(seqs) if seq not in proposals]
         # Lookup's bets fill the block: the draft model does not run for them.
         quoted = self.propose_with_model([seqs[i] for i in quotes], [bets[i][1:] for i in quotes],
@@ -258,13 +262,29 @@ class Scheduler:
             return []
         return bet
 
-    def ahead_holds(self, ahead: StepPlan) -> bool:
-        """Whether the bet of `ahead` (a `plan_ahead` plan) came true once the step before it was
-        postprocessed: the same sequences run, none waits, and each one cached every fed token
-        and committed the predicted bonus token."""
-        return (not self.waiting and len(ahead.batch) == len(self.running)
-                and all(seq is run and seq.num_cached == start and seq.tokens[-1] == feed[0]
-                        for (seq, feed), start, run in zip(ahead.batch, ahead.starts, self.running)))
+    def next_from_ahead(self, ahead: StepPlan) -> StepPlan | None:
+        """The next verify plan from `ahead` (a `plan_ahead` plan) once the step before it was
+        postprocessed: `ahead` itself where every bet held (the same sequences run, none waits,
+        each cached every fed token and committed the predicted bonus token); else, where some
+        held, their part of it and the others drafted now (`verify_plan`), in running order;
+        None where none held or requests wait (admission comes first), or a verify budget is set
+        (it is shared by the whole batch)."""
+        held = {seq: feed for (seq, feed), start in zip(ahead.batch, ahead.starts)
+                if seq.status == Status.RUNNING and seq.num_cached == start and seq.tokens[-1] == feed[0]}
+        if self.waiting or not held:
+            return None
+        if len(held) == len(ahead.batch) == len(self.running) and all(
+                seq is run for (seq, _), run in zip(ahead.batch, self.running)):
+            return ahead
+        if self.verify_budget is not None:
+            return None
+        redo = self.verify_plan([seq for seq in self.running if seq not in held])
+        fresh = dict(redo.batch)
+        batch = [(seq, held[seq] if seq in held else fresh[seq]) for seq in self.running
+                 if seq in held or seq in fresh]  # a preemption may have taken some
+        proposals = {seq: p for seq, p in ahead.proposals.items() if seq in held} | redo.proposals
+        return StepPlan(prefill=False, batch=batch, proposals={seq: proposals[seq] for seq, _ in batch
+                                                                if seq in proposals})
 
     def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
         """The hybrid/draft drafters' proposals (engine/speculative/hybrid.py), by sequence, for the

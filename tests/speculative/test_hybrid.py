@@ -194,15 +194,15 @@ def test_the_model_drafts_ahead_and_its_bets_are_verified(engine, monkeypatch):
     the output is plain decoding's, the bets that failed dropped with both caches rolled back."""
     tok = engine.tokenizer
     held = []  # plans made ahead with the model's tokens in them, launched because their bet held
-    holds = engine.scheduler.ahead_holds
+    take = engine.scheduler.next_from_ahead
 
     def counted(ahead):
-        ok = holds(ahead)
-        if ok and any(p.count(MODEL, len(p.tokens)) for p in ahead.proposals.values()):
+        nxt = take(ahead)
+        if nxt is ahead and any(p.count(MODEL, len(p.tokens)) for p in ahead.proposals.values()):
             held.append(ahead)
-        return ok
+        return nxt
 
-    monkeypatch.setattr(engine.scheduler, "ahead_holds", counted)
+    monkeypatch.setattr(engine.scheduler, "next_from_ahead", counted)
     # Pinned so that the model writes one token a step (0.6^2 < 1/2), as a bet then holds often.
     engine.hybrid.rates[MODEL] = Acceptance(prior=0.6, weight=1e6)
     engine.scheduler.draft_ahead = True

@@ -116,3 +116,28 @@ def test_a_request_arriving_while_a_step_planned_ahead_is_in_flight(engines):
     while ahead.has_work():
         ahead.step()
     assert [a.output_ids, b.output_ids] == want
+
+
+def test_bets_that_hold_are_kept_and_the_others_drafted_again(engines, monkeypatch):
+    """A batch where one sequence's bets hold (its prediction is its output) and another's fail
+    (its prediction is a third request's output) or never exist (no drafter): the next step is
+    launched from the bets that held, the other sequences drafted again after the step
+    (Scheduler.next_from_ahead), and every output is still plain decoding's."""
+    ahead, plain = engines
+    requests, want = apply_requests(plain, 3, max_tokens=64)
+    wrong = Request(requests[1].prompt_ids, requests[1].params, sources={"prediction": want[2]})
+    bare = Request(requests[2].prompt_ids, requests[2].params, drafter="none")
+    partial = []
+    take = ahead.scheduler.next_from_ahead
+
+    def counted(plan):
+        nxt = take(plan)
+        if nxt is not None and nxt is not plan:
+            partial.append(len(plan.batch))
+        return nxt
+
+    monkeypatch.setattr(ahead.scheduler, "next_from_ahead", counted)
+    free = ahead.kv.allocator.num_free
+    assert run_together(ahead, [requests[0], wrong, bare]) == want
+    assert partial, "no step was launched from a plan whose bets held in part"
+    assert ahead.kv.allocator.num_free == free
