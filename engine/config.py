@@ -73,8 +73,8 @@ class EngineConfig(EnvSettings):
         "(engine/cuda_graphs.py): short drafts (the draft heads' few tokens, lookup's short ones) then cost about "
         "a decode step, not a whole K-block. 0 = graphs of 1 and K positions only"))
     plan_ahead: bool = Field(True, description=(
-        "plan the next verify step while this one runs, betting that every draft is accepted, and launch it at "
-        "once when the bet holds (engine/scheduler.py, Scheduler.plan_ahead)"))
+        "plan the next verify step while this one runs, betting that each draft is accepted, and launch it at "
+        "once, the sequences whose bet failed drafted again (engine/scheduler.py, Scheduler.plan_ahead)"))
     draft_ahead: bool = Field(False, description=(
         "with one sequence, the draft model drafts the next step on its own CUDA stream while the target "
         "verifies this one (engine/speculative/hybrid.py, drafting ahead; on the CPU one after the other). Off: "
