@@ -61,10 +61,9 @@ def test_plan_ahead_engages_and_changes_no_token(engines):
 
 @pytest.mark.parametrize("max_seqs", [1, 8])
 def test_plan_ahead_with_a_batch_of_requests(engines, max_seqs, monkeypatch):
-    """Three requests in one batch finishing at different steps. By default steps are planned
-    ahead once one sequence is left (PLAN_AHEAD_MAX_SEQS); allowed for the whole batch, the bet
-    holds only while the same sequences run. Either way the outputs equal one-at-a-time plain
-    decoding and every block comes back."""
+    """Three requests in one batch finishing at different steps, planned ahead once one sequence
+    is left (PLAN_AHEAD_MAX_SEQS = 1) or for the whole batch (8; the default has no limit). Either
+    way the outputs equal one-at-a-time plain decoding and every block comes back."""
     monkeypatch.setattr(scheduler, "PLAN_AHEAD_MAX_SEQS", max_seqs)
     ahead, plain = engines
     requests, want = apply_requests(plain, 3, max_tokens=96)
