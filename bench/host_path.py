@@ -12,6 +12,10 @@ Each of N sequences is 3,000 tokens into copying a 3,000-token prediction:
   bytes a replay then copies over.
 * commit: each sequence's 15 accepted tokens and its bonus token appended under its stop
   conditions (`engine/scheduler.py` `StopChecker.commit`).
+
+And the cost of one lookup miss: a sequence that copied N tokens of its prediction without a
+search (its cursor held) writes a token the prediction lacks, and `propose` searches every source,
+the generated tokens' index first catching up over those N tokens.
 """
 
 from __future__ import annotations
@@ -48,6 +52,26 @@ def lookup_us(n: int, steps: int) -> float:
     return (time.perf_counter() - started) / steps * 1e6
 
 
+def miss_us(copied: int, trials: int = 20) -> float:
+    """µs of the `propose` at a miss after `copied` tokens copied in steps of K - 1, the mean of
+    `trials` sequences (the sources' indexes were built at a first miss, before the copy)."""
+    rng = random.Random(1)
+    total = 0.0
+    for _ in range(trials):
+        prediction = [rng.randrange(5000) for _ in range(TOKENS + copied)]
+        prompt = [1] + prediction[:500]
+        d = LookupDrafter({"prediction": prediction, "file": list(prediction)}, prompt_len=len(prompt))
+        context = prompt + [5001]  # not in the prediction: a first miss, every index built
+        d.propose(context, K - 1)
+        for end in range(K, copied + 1, K - 1):  # re-anchored, then copying: the cursor holds
+            d.propose(context + prediction[:end], K - 1)
+        context += prediction[:copied] + [5002]
+        started = time.perf_counter()
+        d.propose(context, K - 1)
+        total += time.perf_counter() - started
+    return total / trials * 1e6
+
+
 def staging_us(n: int, steps: int) -> tuple[float, int]:
     rng = random.Random(0)
     blocks = -(-(TOKENS + K) // BLOCK)
@@ -81,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sequences", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--copied", type=int, nargs="+", default=[100, 1000, 3000],
+                    help="tokens copied before the miss whose search is timed")
     args = ap.parse_args(argv)
     rows = []
     for n in args.sequences:
@@ -91,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header(f"Host time per engine step, sequences {TOKENS:,} tokens into copying, K={K}"))
     print(f"machine: {machine()}; commit: {commit()}\n")
     print(table(["sequences", "lookup us", "staging us", "staged KiB", "commit us"], rows))
+    print("\nOne miss after N tokens copied without a search (one sequence):\n")
+    print(table(["tokens copied", "miss us"], [[f"{n:,}", f"{miss_us(n):,.0f}"] for n in args.copied]))
     return 0
 
 

@@ -147,7 +147,56 @@ class IndexCache:
 
 
 SHARED_INDEXES = IndexCache()
-Index = NgramIndex | SortedIndex
+
+
+class GrowingIndex:
+    """The n-gram index of a source that grows (the generated tokens), extended when searched.
+
+    Runs of `SortedIndex` over consecutive spans of end positions, oldest first, then a dict
+    (`index_ngrams`) for at most TAIL newest ones. An extension that would take the dict past TAIL
+    becomes a run (with the dict's positions) in one numpy build, and a run absorbs the ones before
+    it that are no longer than it, so L tokens make at most ~log2(L) runs and a position is sorted
+    O(log L) times. A source searched step after step extends the dict by a step's tokens; one
+    searched after a long copy (its cursor held) pays a numpy build, where the dict took ~2 µs a
+    token (bench.host_path, "One miss"). `get` gives what `index_ngrams(tokens, n).get` gives, plus
+    SortedIndex's hash collisions, which `find_anchor` drops.
+    """
+
+    TAIL = 256
+
+    def __init__(self, n: int):
+        self.n = n
+        self.runs: list[tuple[SortedIndex, int, int]] = []  # (index, first end, last end)
+        self.tail: NgramIndex = {}
+        self.tail_first = n  # the first end position the dict holds
+        self.next = n  # the next end position to index
+
+    def extend(self, tokens: list[int]) -> None:
+        """Index the n-grams ending at positions next .. len(tokens)."""
+        last = len(tokens)
+        if last < self.next:
+            return
+        if last - self.tail_first + 1 > self.TAIL:
+            first = self.tail_first
+            while self.runs and self.runs[-1][2] - self.runs[-1][1] <= last - first:
+                first = self.runs.pop()[1]
+            self.runs.append((SortedIndex(tokens[first - self.n : last], self.n), first, last))
+            self.tail, self.tail_first = {}, last + 1
+        else:
+            index_ngrams(tokens, self.n, self.tail, self.next)
+        self.next = last + 1
+
+    def get(self, gram: Sequence[int]) -> list[int] | None:
+        ends: list[int] = []
+        for index, first, _ in self.runs:
+            found = index.get(gram)
+            if found:
+                ends.extend(p + first - self.n for p in found)
+        ends.extend(self.tail.get(tuple(gram), ()))
+        return ends or None
+
+
+Index = NgramIndex | SortedIndex | GrowingIndex
 
 
 def index_ngrams(tokens: list[int], n: int, index: NgramIndex | None = None, start: int = 0) -> NgramIndex:
@@ -238,7 +287,7 @@ def find_anchor(context: list[int], source: list[int], indexes: list[tuple[int, 
         if ends is None:
             continue
         ends = window(ends, ref, limit=len(source), size=max_candidates)
-        if isinstance(index, SortedIndex):  # drop another n-gram's occurrences of the same hash
+        if not isinstance(index, dict):  # hashed: drop another n-gram's occurrences of the same hash
             ends = [p for p in ends if source[p - n : p] == suffix]
         if not ends:
             continue
@@ -257,7 +306,7 @@ def draft_length(run: int, max_tokens: int, growth: float) -> int:
 
 class _Source:
     """One source's tokens, n-gram indexes and cursor. A source that `grows` (the generated
-    tokens) keeps dict indexes, extended over its new tokens when next searched (a cursor that
+    tokens) keeps `GrowingIndex`es, extended over its new tokens when next searched (a cursor that
     holds never searches: steady copying pays no indexing); the others `SortedIndex`es, from
     `cache` if given."""
 
@@ -282,13 +331,13 @@ class _Source:
         never indexed, and a request's first step does not pay every source's index at once."""
         if self._indexes is None:
             if self.grows:
-                build = index_ngrams
+                self._indexes = [(n, GrowingIndex(n)) for n in self.keys]
             else:
                 build = self._cache.get if self._cache else SortedIndex
-            self._indexes = [(n, build(self.tokens, n)) for n in self.keys]
-        elif self._indexed < len(self.tokens):  # grown since: the positions after the last one indexed
-            for n, index in self._indexes:
-                index_ngrams(self.tokens, n, index, self._indexed + 1)
+                self._indexes = [(n, build(self.tokens, n)) for n in self.keys]
+        if self.grows and self._indexed < len(self.tokens):  # the positions after the last one indexed
+            for _, index in self._indexes:
+                index.extend(self.tokens)
         self._indexed = len(self.tokens)
         return self._indexes
 

@@ -381,8 +381,8 @@ def test_draft_config_rejects_bad_values(kwargs):
 
 # ---- shared indexes of long sources (a RAG document asked about again) -------------------------
 
-def as_dict(index: SortedIndex, tokens: list[int]) -> dict:
-    """A SortedIndex read back gram by gram, to compare with index_ngrams' dict."""
+def as_dict(index, tokens: list[int]) -> dict:
+    """A SortedIndex (or GrowingIndex) read back gram by gram, to compare with index_ngrams' dict."""
     n = index.n
     grams = {tuple(tokens[i - n : i]) for i in range(n, len(tokens) + 1)}
     return {g: index.get(g) for g in grams}
@@ -487,12 +487,19 @@ def test_sources_are_indexed_only_once_searched():
 def test_the_generated_tokens_are_indexed_when_searched():
     """The generated tokens are indexed when their source is next searched, not as they arrive
     (at 64 requests indexing every step's tokens was the largest host cost of a step, H200,
-    2026-12-05): after any mix of growth and searches the index equals one built whole."""
-    from engine.speculative.lookup import _Source
+    2026-12-05), a step's few in a dict and a long copy's many in one numpy build
+    (GrowingIndex): after any mix of growth and searches, short and long, every n-gram's
+    positions are those of an index built whole."""
+    from engine.speculative.lookup import GrowingIndex, _Source
 
     rng = random.Random(3)
     src = _Source("generated", [], (8, 2), grows=True)
-    for step in range(60):
-        src.extend([rng.randrange(20) for _ in range(rng.randrange(1, 17))])
-        if step % 3 == 0 or step == 59:
-            assert src.indexes == [(n, index_ngrams(src.tokens, n)) for n in (8, 2)]
+    for step in range(120):
+        grow = rng.randrange(1, 17) if rng.random() < 0.8 else rng.randrange(200, 700)
+        src.extend([rng.randrange(20) for _ in range(grow)])
+        if step % 3 == 0 or step == 119:
+            for n, index in src.indexes:
+                assert isinstance(index, GrowingIndex)
+                assert as_dict(index, src.tokens) == index_ngrams(src.tokens, n)
+    assert len(src.indexes[1][1].runs) > 1  # long copies made runs, and runs joined
+    assert src.indexes[1][1].get((99, 99)) is None
