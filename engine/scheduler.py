@@ -201,8 +201,9 @@ class Scheduler:
 
         Who predicts: lookup (the drafter's `lookahead`), where its bet fills the next block: the
         sequence's part of the plan is then the one `verify_plan` would make from the state it
-        bets on. Otherwise, for a sequence of the draft model with drafting ahead on, the model
-        (`HybridDrafting.propose_ahead`: it drafts beside the target's step). A sequence neither
+        bets on. Otherwise, for the one running sequence of the draft model with drafting ahead
+        on, the model (`HybridDrafting.propose_ahead`: it drafts beside the target's step; one
+        model step per sequence would not hide behind a batch's). A sequence neither
         predicts is left out (drafted after the step). None where there is no bet at all, or more
         than PLAN_AHEAD_MAX_SEQS sequences, requests waiting (admission changes the batch), too
         few free blocks (it never preempts).
@@ -216,7 +217,7 @@ class Scheduler:
                 continue
             room = self.draft_room(seq, grown=len(feed))
             bet = self._lookup_bet(plan, seq, feed, room)
-            if not bet and seq.model_drafts and self.draft_ahead:
+            if not bet and seq.model_drafts and self.draft_ahead and len(plan.batch) == 1:
                 fit = self._fit(flat=True)
                 step = fit[0] + fit[1] * len(feed) if fit else 0.0
                 ahead = self.hybrid.propose_ahead(seq, feed[1:], room, fit, step)
