@@ -201,8 +201,7 @@ def test_the_rows_form_gives_each_query_the_same_output_alone_or_in_any_block(H,
     assert (block.float() - exact).abs().max() <= (exact.bfloat16().float() - exact).abs().max() + 1e-6
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("window", [None, 300])
+@pytest.mark.parametrize("dtype,window", [(torch.float32, None), (torch.bfloat16, 300)], ids=["fp32", "bf16-window"])
 def test_the_kernels_invariant_form_gives_each_query_the_same_output_alone_or_in_any_block(dtype, window):
     """The Triton kernel's batch-invariant form (split_kv.py, fixed splits): a query's output is
     bit-identical computed alone (a decode step, its table cut after its position or padded), as a
@@ -223,8 +222,8 @@ def test_the_kernels_invariant_form_gives_each_query_the_same_output_alone_or_in
     ref = paged_attention_cache_ref(q, kv, tables[:1], positions[None], [20], [1030], D**-0.5, window)
     assert ((block.float() - ref.float()).abs().max() / ref.float().abs().max()).item() <= TOL[dtype]
     other = torch.randn(16, H, D, generator=g).to(dtype).to(DEVICE)
-    for i in (0, 9, 19):
-        for keys in (1011 + i, 1030, width):
+    for i in (0, 19):
+        for keys in (1011 + i, width):
             assert torch.equal(attend(q[i : i + 1], tables[:1, :keys], positions[None, i : i + 1])[0], block[i])
         # beside another sequence's 16-row verify block, this query's block its own 4 rows
         j = max(0, i - 3)
