@@ -103,7 +103,10 @@ class SortedIndex:
         self.hashes, self.ends = h[order].tolist(), (order + n).tolist()
 
     def get(self, gram: Sequence[int]) -> list[int] | None:
-        key = gram_hash(gram, self.base)
+        return self.find(gram_hash(gram, self.base))
+
+    def find(self, key: int) -> list[int] | None:
+        """The positions after the n-grams whose hash is `key`."""
         lo = bisect_left(self.hashes, key)
         if lo == len(self.hashes) or self.hashes[lo] != key:
             return None
@@ -188,8 +191,9 @@ class GrowingIndex:
 
     def get(self, gram: Sequence[int]) -> list[int] | None:
         ends: list[int] = []
+        key = gram_hash(gram)  # every run hashes with the default base
         for index, first, _ in self.runs:
-            found = index.get(gram)
+            found = index.find(key)
             if found:
                 ends.extend(p + first - self.n for p in found)
         ends.extend(self.tail.get(tuple(gram), ()))
