@@ -24,7 +24,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, ranking05_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, ranking_cpu, ranking05_old,
 # ranking15_old, graphs, concurrency05_profile, equal60, equal60_inv, kernels_inv, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
@@ -204,6 +204,14 @@ job() {
     concurrency05_ahead) for a in 1 0 1 0; do EDITAPPLY_PLAN_AHEAD=$a $t 200 python3 -m bench.concurrency \
       --levels 8 32 64 --cases 0 --modes "lookup K=16 +prediction" && cp $RES/concurrency_cuda.json \
       $RES/concurrency05_ahead${a}_$(date +%s).json; done ;;
+    # This tree's and the older one's (.old/) concurrency in turn, twice: an A/B within one lease.
+    concurrency05_ab) for _ in 1 2; do
+        $t 200 python3 -m bench.concurrency --levels 8 32 64 --cases 0 --modes "lookup K=16 +prediction"
+        (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
+          $t 200 python3 -m bench.concurrency --levels 8 32 64 --cases 0 --modes "lookup K=16 +prediction"); done ;;
+    # The ranking's cost on the lease's CPU (the GPU hidden from the engine), fp32, both presets.
+    ranking_cpu) lscpu | grep -E "Model name|^CPU\(s\)"
+      for m in 1.5b 0.5b; do EDITAPPLY_DEVICE=cpu $t 240 python3 -m bench.ranking --model qwen2.5-coder-$m --repeats 5; done ;;
     # The older tree's (.old/) concurrency and ranking, on the same lease.
     concurrency05_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
       $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction") ;;
