@@ -15,8 +15,10 @@ BENCH = Path(__file__).parent
 DEV_SET = BENCH / "data" / "dev.jsonl"
 
 
-def machine() -> str:
-    if torch.cuda.is_available():
+def machine(device: str | None = None) -> str:
+    """The GPU, or with `device` "cpu" (an engine run with EDITAPPLY_DEVICE=cpu beside one) or no
+    GPU, the CPU: model, cores, threads."""
+    if device != "cpu" and torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
     cpu = platform.processor() or "cpu"
     try:

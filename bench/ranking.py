@@ -90,10 +90,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.scored_tokens is not None:
         ranking.SCORED_TOKENS = args.scored_tokens or 1 << 30
+    config = EngineConfig.from_env(model=args.model)
+    where = machine(config.torch_device.type)
     if args.sets:
-        service = EngineService(LLMEngine(EngineConfig.from_env(model=args.model)))
+        service = EngineService(LLMEngine(config))
         print(f"ranking against the commit's file · {args.model} · scored tokens {ranking.SCORED_TOKENS} · "
-              f"{machine()} · {time.strftime('%Y-%m-%d')} · commit {commit()}")
+              f"{where} · {time.strftime('%Y-%m-%d')} · commit {commit()}")
         try:
             return agreement(service, args.sets)
         finally:
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
     case, snippet = ambiguous_case(cases)
-    service = EngineService(LLMEngine(EngineConfig.from_env(model=args.model)))
+    service = EngineService(LLMEngine(config))
     comment = "#" if case["language"] == "python" else "//"
     rows, seconds = [], []
     first = explore(case["original"], snippet, case["language"], case["path"])
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"{ranking.margin:.2f}", f"{seconds[-1] * 1000:.1f}"])
     finally:
         service.shutdown()
-    print(f"ranking cost · {args.model} · {machine()} · {time.strftime('%Y-%m-%d')} · commit {commit()}")
+    print(f"ranking cost · {args.model} · {where} · {time.strftime('%Y-%m-%d')} · commit {commit()}")
     print(f"file: {case['id']} ({case['original'].count(chr(10))} lines); margin bar {MARGIN:g} nats")
     print(table(["repeat", "readings", "prompt tokens", "scored tokens", "margin", "ms"], rows))
     print(f"median {statistics.median(seconds) * 1000:.1f} ms, max {max(seconds) * 1000:.1f} ms")
