@@ -26,6 +26,7 @@ import time
 from types import SimpleNamespace
 
 from bench.common import commit, header, machine, table
+from engine.block_manager import BlockTable
 from engine.cuda_graphs import WIDTH_STEP, _Inputs
 from engine.scheduler import StopChecker
 from engine.sequence import Sequence
@@ -75,7 +76,7 @@ def miss_us(copied: int, trials: int = 20) -> float:
 def staging_us(n: int, steps: int) -> tuple[float, int]:
     rng = random.Random(0)
     blocks = -(-(TOKENS + K) // BLOCK)
-    seqs = [SimpleNamespace(block_table=rng.sample(range(1, 1 << 16), blocks)) for _ in range(n)]
+    seqs = [SimpleNamespace(block_table=BlockTable(rng.sample(range(1, 1 << 16), blocks))) for _ in range(n)]
     rows = 1 << (n - 1).bit_length()
     width = -(-(TOKENS + K) // WIDTH_STEP) * WIDTH_STEP
     inputs = _Inputs(rows, K, width, "cpu", scratch_slot=0, block_size=BLOCK)

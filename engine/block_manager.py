@@ -17,6 +17,8 @@ from array import array
 from collections import OrderedDict
 from hashlib import blake2b
 
+import numpy as np
+
 
 class OutOfBlocksError(RuntimeError):
     """The cache has fewer free blocks than a request needs."""
@@ -31,6 +33,47 @@ def chain_hash(prev: bytes, tokens: list[int] | tuple[int, ...]) -> bytes:
     h = blake2b(prev, digest_size=16)
     h.update(array("q", tokens).tobytes())  # 8 bytes a token: an array's bytes, not a string per token
     return h.digest()
+
+
+class BlockTable:
+    """A sequence's KV block ids in position order, held in a numpy array: a slice is a view, so
+    staging a batch's tables for a step copies arrays, where a Python list's ints were converted
+    one by one (~8 µs a row of ~200 blocks; bench.host_path's staging). It only grows (`extend`);
+    a sequence that gives its blocks up gets an empty table. Indexing a position gives an int."""
+
+    def __init__(self, blocks=()):
+        self._ids = np.array(blocks, dtype=np.int64)
+        self._n = len(self._ids)
+
+    def extend(self, blocks) -> None:
+        blocks = np.asarray(blocks, dtype=np.int64)
+        end = self._n + len(blocks)
+        if end > len(self._ids):  # capacity doubles: appending a block a step stays amortized O(1)
+            grown = np.empty(max(end, 2 * len(self._ids)), dtype=np.int64)
+            grown[: self._n] = self._ids[: self._n]
+            self._ids = grown
+        self._ids[self._n : end] = blocks
+        self._n = end
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._ids[: self._n][i]
+        return int(self._ids[: self._n][i])
+
+    def __iter__(self):
+        return iter(self._ids[: self._n].tolist())
+
+    def __reversed__(self):
+        return reversed(self._ids[: self._n].tolist())
+
+    def __array__(self, dtype=None, copy=None):
+        return self._ids[: self._n] if dtype is None else self._ids[: self._n].astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"BlockTable({self._ids[: self._n].tolist()})"
 
 
 class BlockManager:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from engine.config import EngineConfig
@@ -108,10 +109,10 @@ class ModelRunner:
         starts = starts or [seq.num_cached for seq, _ in batch]
         ids, positions, slots, q_lens, ctx_lens = [], [], [], [], []
         for (seq, feed), start in zip(batch, starts):
-            pos = range(start, start + len(feed))
+            pos = np.arange(start, start + len(feed))
             ids.extend(feed)
-            positions.extend(pos)
-            slots.extend(seq.block_table[p // bs] * bs + p % bs for p in pos)
+            positions.append(pos)
+            slots.append(np.asarray(seq.block_table, dtype=np.int64)[pos // bs] * bs + pos % bs)
             q_lens.append(len(feed))
             ctx_lens.append(start + len(feed))
         width = max(ctx_lens)
@@ -121,7 +122,7 @@ class ModelRunner:
             q_pos[i] = torch.arange(start, start + max_q)
         dev = self.device
         meta = AttentionMetadata(
-            slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev),
+            slot_mapping=torch.from_numpy(np.concatenate(slots)).to(dev),
             slot_tables=self.kv.slot_tables([s.block_table for s, _ in batch], width, dev),
             q_positions=q_pos.to(dev),
             query_lens=q_lens,
@@ -129,7 +130,8 @@ class ModelRunner:
         )
         if not meta.uniform:
             meta.query_starts = torch.tensor(list(accumulate(q_lens, initial=0)), dtype=torch.int32, device=dev)
-        return torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev), meta
+        return (torch.tensor(ids, dtype=torch.long, device=dev), torch.from_numpy(np.concatenate(positions)).to(dev),
+                meta)
 
     @torch.inference_mode()
     def warm_prefill(self, max_tokens: int) -> None:

@@ -28,6 +28,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from engine.block_manager import BlockTable
 from engine.config import EngineConfig
 from engine.kv_cache import KVCache
 from engine.sequence import Sequence, Status
@@ -141,7 +142,7 @@ class Scheduler:
             if need > self.blocks.free_after_sharing(shared):
                 break
             self.blocks.share(shared)
-            seq.block_table = shared + self.blocks.allocate(need)
+            seq.block_table = BlockTable(shared + self.blocks.allocate(need))
             seq.num_published = len(shared)
             seq.num_cached = len(shared) * self.blocks.block_size
             if seq.stats.steps == 0:
@@ -395,7 +396,7 @@ class Scheduler:
 
     def _release(self, seq: Sequence) -> None:
         self.blocks.release(seq.block_table)
-        seq.block_table = []
+        seq.block_table = BlockTable()
         seq.num_published = 0
 
     # ---- prefix caching -------------------------------------------------------------------

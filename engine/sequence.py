@@ -9,6 +9,7 @@ from enum import Enum
 
 import torch
 
+from engine.block_manager import BlockTable
 from engine.types import GenerationStats, Request
 
 
@@ -94,7 +95,7 @@ class Sequence:
         self.tokens: list[int] = list(request.prompt_ids)
         self.prompt_len = len(request.prompt_ids)
         self.num_cached = 0  # tokens whose K/V are in the cache
-        self.block_table: list[int] = []
+        self.block_table = BlockTable()
         self.chain_hashes: list[bytes] = []  # prefix-cache hashes of the tokens' leading full blocks
         self.num_published = 0  # leading blocks registered in (or taken from) the prefix cache
         self.drafter = drafter

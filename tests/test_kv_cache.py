@@ -2,10 +2,11 @@
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
-from engine.block_manager import BlockManager, OutOfBlocksError
+from engine.block_manager import BlockManager, BlockTable, OutOfBlocksError
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import make_layer_kv
@@ -41,6 +42,27 @@ def test_random_workload_never_leaks_blocks():
     assert bm.num_free == bm.num_blocks
     assert all(r == 0 for r in bm.ref)
     assert bm.hits > 0
+
+
+def test_block_table_reads_as_the_list_it_replaces():
+    """A sequence's BlockTable, grown a few blocks at a time as a verify step's room is allocated,
+    reads like the list of the same blocks: positions as ints, slices and numpy views of the
+    same ids, iteration both ways; released, every block is free again."""
+    rng = random.Random(0)
+    bm = BlockManager(num_blocks=512, block_size=16)
+    table, mirror = BlockTable(bm.allocate(3)), []
+    mirror.extend(table)
+    while bm.num_free:
+        blocks = bm.allocate(min(bm.num_free, rng.choice([0, 1, 1, 2, 5])))
+        table.extend(blocks)
+        mirror.extend(blocks)
+        i = rng.randrange(len(mirror))
+        assert len(table) == len(mirror) and table[i] == mirror[i] and type(table[i]) is int
+        assert table[i:].tolist() == mirror[i:] and np.asarray(table).tolist() == mirror
+        assert list(table) == mirror and list(reversed(table)) == mirror[::-1]
+    assert len(BlockTable()) == 0 and BlockTable()[:4].tolist() == []
+    bm.release(table)
+    assert bm.num_free == bm.num_blocks
 
 
 def test_out_of_blocks_is_an_error_not_a_crash():

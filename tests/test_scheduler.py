@@ -80,7 +80,7 @@ def test_a_preempted_sequence_is_not_in_the_plan():
         scheduler.postprocess(plan, [feed[1:] + [0] for _, feed in plan.batch])
     plan = scheduler.schedule()  # a needs a 4th block for positions 12..15: b, the newest, yields
     assert plan.batch == [(a, [0] + DRAFT)]
-    assert b.status == Status.WAITING and list(scheduler.waiting) == [b] and b.block_table == []
+    assert b.status == Status.WAITING and list(scheduler.waiting) == [b] and len(b.block_table) == 0
     assert scheduler.preemptions == 1
 
 

@@ -44,6 +44,7 @@ import time
 
 import torch
 
+from engine.block_manager import BlockTable
 from engine.config import EngineConfig
 from engine.runner import ModelRunner
 from engine.step_cost import StepCost
@@ -63,7 +64,7 @@ class DraftSequence:
     def __init__(self):
         self.tokens: list[int] = []  # fed to the draft model; positions < num_cached hold their K/V
         self.num_cached = 0
-        self.block_table: list[int] = []
+        self.block_table = BlockTable()
         self.chain_hashes: list[bytes] = []
         self.num_published = 0
         self.synced = 0  # leading fed tokens known to be committed ones (those never change)
@@ -131,7 +132,7 @@ class DraftModel:
         if st is None:
             st = self.states[seq.id] = DraftSequence()
             shared, hashes = self.blocks.match_prefix(seq.tokens)
-            st.block_table, st.chain_hashes = shared, hashes
+            st.block_table, st.chain_hashes = BlockTable(shared), hashes
             st.num_published = len(shared)
             st.num_cached = len(shared) * self.blocks.block_size
             st.tokens = list(seq.tokens[: st.num_cached])
