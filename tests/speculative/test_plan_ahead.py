@@ -140,3 +140,27 @@ def test_bets_that_hold_are_kept_and_the_others_drafted_again(engines, monkeypat
     assert run_together(ahead, [requests[0], wrong, bare]) == want
     assert partial, "no step was launched from a plan whose bets held in part"
     assert ahead.kv.allocator.num_free == free
+
+
+def test_under_a_verify_budget_a_plan_held_in_part_is_drafted_again_whole(engines, monkeypatch):
+    """With a verify budget (a cap on a step's tokens, shared by the batch) a plan ahead whose bets
+    held only in part is not launched: the budget was split over drafts that changed, so the whole
+    batch is drafted again after the step (Scheduler.next_from_ahead). The outputs are still plain
+    decoding's and every block comes back."""
+    ahead, plain = engines
+    requests, want = apply_requests(plain, 3, max_tokens=64)
+    bare = Request(requests[2].prompt_ids, requests[2].params, drafter="none")  # never bets
+    monkeypatch.setattr(ahead.scheduler, "verify_budget", 24)
+    taken = []
+    take = ahead.scheduler.next_from_ahead
+
+    def counted(plan):
+        nxt = take(plan)
+        taken.append("none" if nxt is None else "whole" if nxt is plan else "partial")
+        return nxt
+
+    monkeypatch.setattr(ahead.scheduler, "next_from_ahead", counted)
+    free = ahead.kv.allocator.num_free
+    assert run_together(ahead, [requests[0], requests[1], bare]) == want
+    assert "none" in taken and "partial" not in taken
+    assert ahead.kv.allocator.num_free == free
