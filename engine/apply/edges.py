@@ -59,8 +59,8 @@ def rewritten_header(lines: list[str], index: OriginalIndex, i: int, start: int,
     if i == 0 or index.text is None:
         return i, start
     r = next((r for r in range(start - 1, lo - 1, -1) if index.defines[r]), None)
-    h = next((h for h in range(i - 1, -1, -1) if definition(lines[h])), None)
-    if r is None or h is None or definition(lines[h]) != index.defines[r]:
+    h, header = next(((h, name) for h in range(i - 1, -1, -1) if (name := definition(lines[h]))), (None, None))
+    if r is None or h is None or header != index.defines[r]:
         return i, start
     end = construct_end(index.text, index.lines, index.language, r)
     if end is None:
