@@ -185,8 +185,9 @@ job() {
     equal60_inv) EDITAPPLY_BATCH_INVARIANT=on $t 540 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
       --plot $RES/equal60_inv --configs plain "lookup K=16" "lookup K=16 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/equal60_inv.json ;;
+    # The Triton linears (fixed tiles, int8; kernels/tiles.py's loop) and the invariant attention, natively.
     kernels_inv) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_invariant_linear.py \
-      tests/kernels/test_paged_attention.py -k "invariant or each_row or matches_torch" ;;
+      tests/kernels/test_int8_linear.py tests/kernels/test_paged_attention.py -k "invariant or each_row or matches_torch or triton" ;;
     # The 1.5B at batch 1 on the 60 dev apply cases, lookup.
     batch15) $t 300 python3 -m bench.drafters --limit 60 --max-tokens 2048 --workloads apply --drafters lookup \
       && cp $RES/drafters_cuda.json $RES/batch15.json ;;

@@ -13,28 +13,15 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.tiles import dot_tile
+
 
 @triton.jit
 def _linear_int8_kernel(x_ptr, q_ptr, scale_ptr, out_ptr, M, N, K,
                         stride_xm, stride_qn, stride_om,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                         DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    pid_n, pid_m = tl.program_id(0), tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + rk
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        w = tl.load(q_ptr + rn[None, :] * stride_qn + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < K), other=0)
-        # int8 -> x's dtype is exact (|q| <= 127). The operands are fp32 (exact for bf16) where the
-        # interpreter's bf16 dot is wrong.
-        if DOT_FP32:
-            x, w = x.to(tl.float32), w.to(tl.float32)
-        else:
-            w = w.to(x.dtype)
-        acc += tl.dot(x, w, input_precision=PRECISION)  # [BLOCK_M, BLOCK_K] @ [BLOCK_K, BLOCK_N]
+    acc, rm, rn = dot_tile(x_ptr, q_ptr, M, N, K, stride_xm, stride_qn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     s = tl.load(scale_ptr + rn, mask=rn < N, other=0.0)
     acc = acc * s[None, :]
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))

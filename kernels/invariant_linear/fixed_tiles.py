@@ -1,7 +1,8 @@
 """Triton matmul in one tile shape: out[M, N] = x[M, K] @ w[N, K].T (+ bias), each row alone.
 
 Every call, whatever M, runs BLOCK_M x BLOCK_N output tiles with the same warps and stages, and
-each tile sums K in BLOCK_K chunks from the first to the last into an fp32 accumulator: no split-K,
+each tile sums K in BLOCK_K chunks from the first to the last into an fp32 accumulator
+(kernels/tiles.py `dot_tile`): no split-K,
 no choice by shape. A row's outputs are then the same bits in a 1-row step, a 16-row verify block
 or a batch of 64 blocks (rows past M are masked to zero and never mix with the others). The price is
 cuBLAS's per-shape tuning: bench/RESULTS.md, "Batch-invariant bf16 on the GPU", has the cost.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from kernels.tiles import dot_tile
 
 # One tile shape for every call. BLOCK_M = 16 is tl.dot's least, a verify block's rows; BLOCK_N = 32
 # keeps a few dozen programs busy on a 16-row step of an 896-wide layer.
@@ -24,18 +27,7 @@ NUM_WARPS, NUM_STAGES = 4, 3
 def _linear_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    pid_n, pid_m = tl.program_id(0), tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + rk
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < K), other=0.0)
-        if DOT_FP32:  # the interpreter's bf16 dot is wrong; fp32 holds bf16 exactly
-            x, w = x.to(tl.float32), w.to(tl.float32)
-        acc = tl.dot(x, w, acc, input_precision=PRECISION)  # [BLOCK_M, BLOCK_K] @ [BLOCK_K, BLOCK_N]
+    acc, rm, rn = dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
