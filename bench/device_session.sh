@@ -24,7 +24,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, ranking_cpu, ranking05_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, ranking_cpu, step05_int8_ab, ranking05_old,
 # ranking15_old, graphs, concurrency05_profile, equal60, equal60_inv, kernels_inv, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
@@ -185,6 +185,10 @@ job() {
     equal60_inv) EDITAPPLY_BATCH_INVARIANT=on $t 540 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
       --plot $RES/equal60_inv --configs plain "lookup K=16" "lookup K=16 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/equal60_inv.json ;;
+    # The 0.5B's graph step at 4k with the int8 lm_head off and on, this tree's and the older one's (.old/).
+    step05_int8_ab) for d in $SRC $ROOT/old; do (cd $d && PYTHONPATH=$ROOT/site:$d EDITAPPLY_COMMIT=$(cat $d/.commit) \
+      $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager --no-checks \
+      --int8-head off on); done ;;
     # The Triton linears (fixed tiles, int8; kernels/tiles.py's loop) and the invariant attention, natively.
     kernels_inv) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_invariant_linear.py \
       tests/kernels/test_int8_linear.py tests/kernels/test_paged_attention.py -k "invariant or each_row or matches_torch or triton" ;;
