@@ -70,7 +70,8 @@ class BlockTable:
         return reversed(self._ids[: self._n].tolist())
 
     def __array__(self, dtype=None, copy=None):
-        return self._ids[: self._n] if dtype is None else self._ids[: self._n].astype(dtype)
+        ids = self._ids[: self._n]
+        return ids.astype(dtype or ids.dtype, copy=bool(copy))
 
     def __repr__(self) -> str:
         return f"BlockTable({self._ids[: self._n].tolist()})"
