@@ -64,17 +64,20 @@ class EventCursor:
 @dataclass
 class StepTimes:
     """Host wall seconds of the engine's verify steps by phase (prefill steps are not counted):
-    `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `launch`
-    stages the inputs and starts the graph or eager forward, `collect` reads the greedy tokens
-    back, `wait` being its part blocked on the GPU (StepOutput.wait_s), `accept`
-    verifies, `postprocess` commits. `ahead` counts the steps launched from a plan made ahead.
-    The GPU idles through the host work between `collect` and the next launch: without a plan
-    ahead that is everything but `wait`; with one, `accept`, `postprocess` and the launch.
-    Prefill steps are counted apart: how many, and their wall seconds in all."""
+    `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `redraft`
+    turns a plan made ahead into the next step's once the tokens are in (`next_from_ahead`: the
+    sequences whose bet failed drafted again), `launch` stages the inputs and starts the graph or
+    eager forward, `collect` reads the greedy tokens back, `wait` being its part blocked on the
+    GPU (StepOutput.wait_s), `accept` verifies, `postprocess` commits. `ahead` counts the steps
+    launched from a plan made ahead. The GPU idles through the host work between `collect` and
+    the next launch: without a plan ahead that is everything but `wait`; with one, `accept`,
+    `postprocess`, `redraft` and the launch. Prefill steps are counted apart: how many, and their
+    wall seconds in all."""
 
     steps: int = 0
     ahead: int = 0
     schedule: float = 0.0
+    redraft: float = 0.0
     launch: float = 0.0
     collect: float = 0.0
     wait: float = 0.0
@@ -242,7 +245,7 @@ class LLMEngine:
         accepted = times.lap("accept", self._accept(launched.plan, out))
         self.step_cost.observe(launched.plan.num_tokens, time.perf_counter() - launched.t_launch)
         times.lap("postprocess", self.scheduler.postprocess(launched.plan, accepted, out.head_rows))
-        nxt = self.scheduler.next_from_ahead(ahead[0]) if ahead is not None else None
+        nxt = times.lap("redraft", self.scheduler.next_from_ahead(ahead[0]) if ahead is not None else None)
         if nxt is not None:
             self._ahead = self._launch(nxt, ahead[1] if nxt is ahead[0] else None)
             times.ahead += 1
