@@ -24,7 +24,7 @@
 # pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, ranking_cpu, step05_int8_ab, ranking05_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, concurrency05_64, ranking_cpu, step05_int8_ab, ranking05_old,
 # ranking15_old, graphs, concurrency05_profile, equal60, equal60_inv, kernels_inv, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
@@ -202,6 +202,9 @@ job() {
       2>&1 | head -70 ;;
     # The 0.5B at 1 to 64 requests on the dev apply cases (issue 35's levels), lookup with the prediction.
     concurrency05) $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction" ;;
+    # 64 requests alone, twice: the host phases of a full batch (redraft among them).
+    concurrency05_64) for _ in 1 2; do $t 200 python3 -m bench.concurrency --levels 64 --cases 0 \
+      --modes "lookup K=16 +prediction"; done ;;
     # The same with the level's load held: 4 requests a slot (n * 4 in all, n at a time).
     concurrency05_rounds) $t 420 python3 -m bench.concurrency --levels 32 64 --cases 0 --rounds 4 \
       --modes "lookup K=16 +prediction" ;;
