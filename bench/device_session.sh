@@ -47,6 +47,10 @@ train_heads15() {  # train_heads15 TIMEOUT [ARGS]: the 1.5B's heads on the carri
       --max-seconds ${HEADS_SECONDS:-240} "$@" && cp $HEADS $RES/
 }
 
+in_old() {  # in_old CMD...: CMD in the older tree carried in .old/ (copied to $ROOT/old at start), labelled with its commit
+  (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) "$@")
+}
+
 pull() {  # pull NAME PARTS: assemble the parts and install the preset from them
   cat $ROOT/parts/$2/part-* > $ROOT/$2.gguf && python3 -m engine.cli pull "$1" --gguf $ROOT/$2.gguf && rm $ROOT/$2.gguf
 }
@@ -113,10 +117,10 @@ job() {
         --workloads instruction rag chat --drafters hybrid; done ;;
     # The same measurements on an older tree, carried in .old/ (git archive) and copied to /root/old at
     # start: an A/B within one lease (leases differ in host speed).
-    beside_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old $t 300 python3 -m bench.step_time \
-      --shape qwen2.5-coder-1.5b --beside qwen2.5-coder-0.5b --contexts 1024 4096) ;;
-    hybrid_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-      $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid --workloads instruction rag chat) ;;
+    beside_old) in_old $t 300 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --beside qwen2.5-coder-0.5b \
+      --contexts 1024 4096 ;;
+    hybrid_old) in_old $t 300 python3 -m bench.drafters --limit 8 --max-tokens 256 --drafters hybrid \
+      --workloads instruction rag chat ;;
     # The 1.5B's draft heads (engine/speculative/heads.py), trained on the carried corpus (bench/heads_corpus.py,
     # a part named corpus), then the drafters and the concurrency levels with them.
     heads_train) train_heads15 420 ;;
@@ -167,16 +171,13 @@ job() {
     served) pull smollm2-135m smol && for m in 1 0 1; do
         $t 200 python3 -m bench.load --mix chat-stream --clients 32 --max-num-seqs 32 --max-tokens 128 --duration 30 \
           --server-env EDITAPPLY_ENGINE_PROCESS=$m --json served_p${m}_$RANDOM.json; done ;;
-    rag_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-      $t 300 python3 -m bench.rag --questions 10) ;;
+    rag_old) in_old $t 300 python3 -m bench.rag --questions 10 ;;
     # The step loop's fingerprint (bench/step_fingerprint.py) with the 0.5B on the GPU, this tree and the older one.
     stepfp) $t 300 python3 -m bench.step_fingerprint --model qwen2.5-coder-0.5b ;;
-    stepfp_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-      $t 300 python3 -m bench.step_fingerprint --model qwen2.5-coder-0.5b) ;;
+    stepfp_old) in_old $t 300 python3 -m bench.step_fingerprint --model qwen2.5-coder-0.5b ;;
     # The 0.5B's 60 apply cases of the older tree: a refactor must keep its tokens and steps (issue 33).
-    apply60_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-      $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60_old --configs "lookup K=16 +prediction" \
-      && cp $RES/spec_decode_cuda.json $RES/spec60_old.json) ;;
+    apply60_old) in_old $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60_old \
+      --configs "lookup K=16 +prediction" && cp $RES/spec_decode_cuda.json $RES/spec60_old.json ;;
     ranking) for m in qwen2.5-coder-0.5b qwen2.5-coder-1.5b; do $t 300 python3 -m bench.ranking --model $m --repeats 10; done ;;
     # Speculation against plain decoding in bf16 on the 60 dev apply cases (the 0.5B): outputs identical, tok/s.
     equal60) $t 540 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/equal60 \
@@ -186,9 +187,8 @@ job() {
       --plot $RES/equal60_inv --configs plain "lookup K=16" "lookup K=16 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/equal60_inv.json ;;
     # The 0.5B's graph step at 4k with the int8 lm_head off and on, this tree's and the older one's (.old/).
-    step05_int8_ab) for d in $SRC $ROOT/old; do (cd $d && PYTHONPATH=$ROOT/site:$d EDITAPPLY_COMMIT=$(cat $d/.commit) \
-      $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager --no-checks \
-      --int8-head off on); done ;;
+    step05_int8_ab) for run in "" in_old; do $run $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b \
+      --contexts 4096 --no-hf --no-eager --no-checks --int8-head off on; done ;;
     # The Triton linears (fixed tiles, int8; kernels/tiles.py's loop) and the invariant attention, natively.
     kernels_inv) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_invariant_linear.py \
       tests/kernels/test_int8_linear.py tests/kernels/test_paged_attention.py -k "invariant or each_row or matches_torch or triton" ;;
@@ -213,20 +213,16 @@ job() {
       --levels 8 32 64 --cases 0 --modes "lookup K=16 +prediction" && cp $RES/concurrency_cuda.json \
       $RES/concurrency05_ahead${a}_$(date +%s).json; done ;;
     # This tree's and the older one's (.old/) concurrency in turn, twice: an A/B within one lease.
-    concurrency05_ab) for _ in 1 2; do
-        $t 200 python3 -m bench.concurrency --levels 8 32 64 --cases 0 --modes "lookup K=16 +prediction"
-        (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-          $t 200 python3 -m bench.concurrency --levels 8 32 64 --cases 0 --modes "lookup K=16 +prediction"); done ;;
+    concurrency05_ab) for run in "" in_old "" in_old; do $run $t 200 python3 -m bench.concurrency --levels 8 32 64 \
+      --cases 0 --modes "lookup K=16 +prediction"; done ;;
     # The ranking's cost on the lease's CPU (the GPU hidden from the engine), fp32, both presets.
     ranking_cpu) lscpu | grep -E "Model name|^CPU\(s\)"
       for m in 1.5b 0.5b; do EDITAPPLY_DEVICE=cpu $t 240 python3 -m bench.ranking --model qwen2.5-coder-$m --repeats 5; done ;;
     # The older tree's (.old/) concurrency and ranking, on the same lease.
-    concurrency05_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-      $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=16 +prediction") ;;
-    ranking05_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-      $t 300 python3 -m bench.ranking --model qwen2.5-coder-0.5b --repeats 10) ;;
-    ranking15_old) (cd $ROOT/old && PYTHONPATH=$ROOT/site:$ROOT/old EDITAPPLY_COMMIT=$(cat $ROOT/old/.commit) \
-      $t 300 python3 -m bench.ranking --model qwen2.5-coder-1.5b --repeats 10) ;;
+    concurrency05_old) in_old $t 420 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 \
+      --modes "lookup K=16 +prediction" ;;
+    ranking05_old) in_old $t 300 python3 -m bench.ranking --model qwen2.5-coder-0.5b --repeats 10 ;;
+    ranking15_old) in_old $t 300 python3 -m bench.ranking --model qwen2.5-coder-1.5b --repeats 10 ;;
     # Where a step's host time goes at 32 and 64 requests: the timed runs, then each under cProfile.
     concurrency05_profile) $t 420 python3 -m bench.concurrency --levels 32 64 --cases 0 --modes "lookup K=16 +prediction" \
       --profile 30 ;;

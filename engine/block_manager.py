@@ -42,39 +42,36 @@ class BlockTable:
     a sequence that gives its blocks up gets an empty table. Indexing a position gives an int."""
 
     def __init__(self, blocks=()):
-        self._ids = np.array(blocks, dtype=np.int64)
-        self._n = len(self._ids)
+        self._buf = np.array(blocks, dtype=np.int64)
+        self._ids = self._buf  # the table: the filled part of _buf, a view
 
     def extend(self, blocks) -> None:
         blocks = np.asarray(blocks, dtype=np.int64)
-        end = self._n + len(blocks)
-        if end > len(self._ids):  # capacity doubles: appending a block a step stays amortized O(1)
-            grown = np.empty(max(end, 2 * len(self._ids)), dtype=np.int64)
-            grown[: self._n] = self._ids[: self._n]
-            self._ids = grown
-        self._ids[self._n : end] = blocks
-        self._n = end
+        n = len(self._ids)
+        end = n + len(blocks)
+        if end > len(self._buf):  # capacity doubles: appending a block a step stays amortized O(1)
+            self._buf = np.empty(max(end, 2 * len(self._buf)), dtype=np.int64)
+            self._buf[:n] = self._ids
+        self._buf[n:end] = blocks
+        self._ids = self._buf[:end]
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._ids)
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return self._ids[: self._n][i]
-        return int(self._ids[: self._n][i])
+        return self._ids[i] if isinstance(i, slice) else int(self._ids[i])
 
     def __iter__(self):
-        return iter(self._ids[: self._n].tolist())
+        return iter(self._ids.tolist())
 
     def __reversed__(self):
-        return reversed(self._ids[: self._n].tolist())
+        return reversed(self._ids.tolist())
 
     def __array__(self, dtype=None, copy=None):
-        ids = self._ids[: self._n]
-        return ids.astype(dtype or ids.dtype, copy=bool(copy))
+        return self._ids.astype(dtype or self._ids.dtype, copy=bool(copy))
 
     def __repr__(self) -> str:
-        return f"BlockTable({self._ids[: self._n].tolist()})"
+        return f"BlockTable({self._ids.tolist()})"
 
 
 class BlockManager:

@@ -2,10 +2,10 @@
 
 Every call, whatever M, runs BLOCK_M x BLOCK_N output tiles with the same warps and stages, and
 each tile sums K in BLOCK_K chunks from the first to the last into an fp32 accumulator
-(kernels/tiles.py `dot_tile`): no split-K,
-no choice by shape. A row's outputs are then the same bits in a 1-row step, a 16-row verify block
-or a batch of 64 blocks (rows past M are masked to zero and never mix with the others). The price is
-cuBLAS's per-shape tuning: bench/RESULTS.md, "Batch-invariant bf16 on the GPU", has the cost.
+(kernels/tiles.py `dot_tile`): no split-K, no choice by shape. A row's outputs are then the same
+bits in a 1-row step, a 16-row verify block or a batch of 64 blocks (rows past M are masked to zero
+and never mix with the others). The price is cuBLAS's per-shape tuning: bench/RESULTS.md,
+"Batch-invariant bf16 on the GPU", has the cost.
 """
 
 from __future__ import annotations
