@@ -7,6 +7,9 @@ changed methods -- may leave the others out because they are untouched, or becau
 gone: two readings (`Choices` key `gap@<snippet line>`, placement.py), the first keeping them
 (`keep_left_out`). Between a real anchor and a lone closer (`});` of the object the snippet
 rewrote) only the first is a reading: a brace says too little to delete whole definitions by.
+In the first reading the snippet is an abridged rewrite, so the blank lines it leaves out above
+its closing anchor (`}` of the class, after the last member it shows) stay too
+(`keep_closing_blanks`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 from engine.apply.anchor import COMMENT_OPENERS, RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
 from engine.apply.candidates import Candidate, shift
 from engine.apply.languages import parse_tree
+from engine.apply.scope import is_closer
 from engine.apply.text import depth, indent_of
 
 
@@ -177,6 +181,20 @@ def keep_left_out(seg: list[str], index: OriginalIndex, found: list[tuple[int, i
             kept += _blank_run(index.lines, stop, +1)
         out[at:at] = kept
     return out, len(out) - len(seg)
+
+
+def keep_closing_blanks(seg: list[str], index: OriginalIndex, tail_seg: int, tail_orig: int) -> tuple[list[str], int]:
+    """`seg` with the blank lines the original has right above the tail anchor (segment row
+    `tail_seg`, original row `tail_orig`) put back, where that anchor is the segment's last line,
+    a closer shallower than the line above it (the class's `}`), and the segment goes from the
+    original's line above the blank lines straight to it; and how many lines that added."""
+    blanks = _blank_run(index.lines, tail_orig - 1, -1)
+    above = tail_orig - 1 - len(blanks)
+    if not blanks or tail_seg < 1 or above < 0 or any(line.strip() for line in seg[tail_seg + 1 :]) \
+            or not is_closer(seg[tail_seg]) or not seg[tail_seg - 1].strip() \
+            or depth(seg[tail_seg]) >= depth(seg[tail_seg - 1]) or normalize(seg[tail_seg - 1]) != index.normal[above]:
+        return seg, 0
+    return seg[:tail_seg] + blanks + seg[tail_seg:], len(blanks)
 
 
 def _blank_run(lines, at: int, step: int) -> list[str]:

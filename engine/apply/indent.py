@@ -10,7 +10,9 @@ new `if`). Then every line of the segment is written so:
 * a context line whose new depth is its original's depth takes the original's indentation
   string (tabs stay tabs, also where the snippet wrote spaces);
 * any other line gets the mapped depth, written in the file's style (tabs or spaces) when the
-  snippet wrote it in another style, else in its own;
+  snippet wrote it in another style, else in its own -- the style of the file around it, in a
+  file that mixes them (Emacs' tabs for every 8 columns under 2-space steps): a line written
+  with a tab under a context line the original indents with a tab keeps it;
 * with no single mapping, depths stay as written: only context lines at their original's depth
   take its indentation string, and lines in the other style are rewritten in the file's (a
   tabs-for-spaces swap is not an edit, a change of depth is).
@@ -86,6 +88,7 @@ def reindent(lines: list[str], pairs: dict[int, str], tabs: bool, fit: set[int] 
     mapping = _mapping([(columns(s, width), columns(o, width)) for s, o in fitted])
     style = "\t" if tabs else " "
     restyle = any(_swapped(s, o) for s, o in indents.values())
+    local = _local_styles(lines, pairs)
     out = []
     for r, line in enumerate(lines):
         own = indent_of(line)
@@ -99,10 +102,24 @@ def reindent(lines: list[str], pairs: dict[int, str], tabs: bool, fit: set[int] 
             # changed only its whitespace mix on purpose ('    \t\t' for '\t\t\t').
             keep = mapping in (None, (1, 0)) and not _swapped(own, indent_of(original))
             out.append(line if keep else indent_of(original) + line[len(own) :])
-        elif target != depth or (restyle and own[:1] not in ("", style)):
+        elif target != depth or (restyle and own[:1] not in ("", style, local[r])):
             out.append(render(target, width, tabs) + line[len(own) :])
         else:
             out.append(line)
+    return out
+
+
+def _local_styles(lines: list[str], pairs: dict[int, str]) -> list[str]:
+    """Per row, the first indentation character of the original line paired with the nearest
+    indented context row above it (below it, for rows above every such row); '' for none."""
+    marks = [(r, indent_of(pairs[r])[:1]) for r in sorted(pairs) if indent_of(pairs[r])]
+    if not marks:
+        return [""] * len(lines)
+    out, k = [], 0
+    for r in range(len(lines)):
+        while k + 1 < len(marks) and marks[k + 1][0] <= r:
+            k += 1
+        out.append(marks[k][1])
     return out
 
 

@@ -24,7 +24,9 @@ HTML_BLOCK = ("<!--", "-->")
 
 @dataclass(frozen=True)
 class LanguageSpec:
-    """One language: names, comment syntax, and where its grammar lives (module, function)."""
+    """One language: names, comment syntax, and where its grammar lives (module, function).
+    `stray_keywords`: reserved words the grammar's error recovery reads as a variable (a stray
+    `end` in Ruby parses as an identifier, not an error); `syntax_errors` counts them."""
 
     name: str
     extensions: tuple[str, ...] = ()
@@ -33,6 +35,7 @@ class LanguageSpec:
     block_comments: tuple[tuple[str, str], ...] = ()
     grammar: tuple[str, str] | None = None
     filenames: tuple[str, ...] = ()
+    stray_keywords: tuple[str, ...] = ()
 
 
 _C_LIKE = dict(line_comments=("//",), block_comments=(C_BLOCK,))
@@ -59,7 +62,8 @@ LANGUAGES: dict[str, LanguageSpec] = {
         LanguageSpec("csharp", (".cs",), ("cs", "c#", "c-sharp"), **_C_LIKE,
                      grammar=("tree_sitter_c_sharp", "language")),
         LanguageSpec("ruby", (".rb", ".rake", ".gemspec"), ("rb",), **_HASH,
-                     grammar=("tree_sitter_ruby", "language"), filenames=("Gemfile", "Rakefile")),
+                     grammar=("tree_sitter_ruby", "language"), filenames=("Gemfile", "Rakefile"),
+                     stray_keywords=("end", "else", "elsif", "when", "ensure", "rescue", "then", "do")),
         LanguageSpec("bash", (".sh", ".bash", ".zsh"), ("sh", "shell", "zsh"), **_HASH,
                      grammar=("tree_sitter_bash", "language")),
         # Languages without a grammar wheel here: comment syntax only.
@@ -156,6 +160,19 @@ def parser_for(name: str | None):
 
         cache[canonical] = Parser(lang)
     return cache[canonical]
+
+
+@functools.lru_cache(maxsize=None)
+def stray_keyword_query(name: str):
+    """A query capturing the identifiers named like `name`'s stray keywords; None without any."""
+    spec = language_spec(name)
+    lang = grammar(spec.name)
+    if lang is None or not spec.stray_keywords:
+        return None
+    from tree_sitter import Query
+
+    words = " ".join(f'"{w}"' for w in spec.stray_keywords)
+    return Query(lang, f"((identifier) @word (#any-of? @word {words}))")
 
 
 def parse_tree(text: str, name: str | None):

@@ -28,7 +28,7 @@ from engine.apply.edges import (
 )
 from engine.apply.errors import Problem
 from engine.apply.fuzzy import fuzzy_candidates
-from engine.apply.gaps import keep_left_out, left_out
+from engine.apply.gaps import keep_closing_blanks, keep_left_out, left_out
 from engine.apply.indent import reindent
 from engine.apply.scope import construct_ends
 from engine.apply.snippet import Snippet
@@ -266,9 +266,9 @@ def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: Original
 
 def _left_out_choice(lines: list[str], index: OriginalIndex, missing, cand: Candidate, choices: Choices,
                      row: int) -> tuple[list[str], int]:
-    """The segment's lines with the definitions it leaves out put back (`gaps.py`), or without
-    them -- a choice only between two anchors that are more than lone braces -- and how many
-    lines were put back."""
+    """The segment's lines with the definitions it leaves out put back (`gaps.py`), and the blank
+    lines above its closing anchor, or without them -- a choice only between two anchors that
+    are more than lone braces -- and how many lines were put back."""
     spans: list[list[int]] = []
     for first, stop, _ in sorted(missing):
         if spans and spans[-1][1] == first:
@@ -281,7 +281,11 @@ def _left_out_choice(lines: list[str], index: OriginalIndex, missing, cand: Cand
     options = {"keep": f"{what} are kept: the snippet, which has no markers, leaves them out as unchanged"}
     if not any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (cand.head, cand.tail)):
         options["delete"] = f"{what} are deleted: the snippet, which has no markers, shows the code around them without them"
-    return keep_left_out(lines, index, missing) if choices.pick(f"gap@{row}", options) == "keep" else (lines, 0)
+    if choices.pick(f"gap@{row}", options) != "keep":
+        return lines, 0
+    lines, added = keep_left_out(lines, index, missing)
+    lines, blanks = keep_closing_blanks(lines, index, cand.tail.seg_start + added, cand.tail.orig_start)
+    return lines, added + blanks
 
 
 def _edge(lines: list[str], index: OriginalIndex, at: int, orig: int, limit: int, step: int, choices: Choices,

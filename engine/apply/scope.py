@@ -32,6 +32,11 @@ from engine.apply.text import indent_of
 _CLOSER = re.compile(r"^[\s\])}>;,]+$|^\s*(?:\"\"\"|\'\'\'|\*/|end)\s*$")
 
 
+def is_closer(line: str) -> bool:
+    """Whether `line` only closes (`}`, `});`, `end`, a docstring's last quotes)."""
+    return bool(_CLOSER.match(line))
+
+
 def open_constructs(original: str, lines, language: str | None, span_start: int, end: int, hi: int) -> list[tuple[int, int]]:
     """(first row, exclusive end row) of each construct that starts in orig[span_start:end] and
     runs past its last non-blank line but not past `hi`, innermost first (a docstring, its

@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from engine.apply.errors import Problem
-from engine.apply.languages import parse_tree, resolve_language
+from engine.apply.languages import language_spec, parse_tree, resolve_language, stray_keyword_query
 from engine.apply.markers import find_markers
 from engine.apply.anchor import normalize
 from engine.apply.confidence import HIGH_CONFIDENCE
@@ -128,9 +128,26 @@ def syntax_errors(text: str, language: str | None, compiler: bool = True) -> lis
         if (node.is_error or node.is_missing) and not inner:
             rows.append(node.start_point[0])
         stack.extend(inner)
+    rows += _stray_keywords(tree, language)
     if compiler and not rows and resolve_language(language) == "python" and (row := _python_error(text)) is not None:
         rows.append(row)
     return sorted(rows)
+
+
+def _stray_keywords(tree, language: str | None) -> list[int]:
+    """Rows of reserved words the grammar read as a variable (`LanguageSpec.stray_keywords`):
+    any such identifier but a method's name at a call or a definition (`range.end`, `def end`)."""
+    query = stray_keyword_query(language_spec(language).name)
+    if query is None:
+        return []
+    from tree_sitter import QueryCursor
+
+    rows = []
+    for node in QueryCursor(query).captures(tree.root_node).get("word", []):
+        parent = node.parent
+        if parent is None or parent.child_by_field_name("method") != node and parent.child_by_field_name("name") != node:
+            rows.append(node.start_point[0])
+    return rows
 
 
 def _python_error(text: str) -> int | None:

@@ -200,6 +200,18 @@ def test_changed_signature_without_context_is_fuzzy(shapes_py):
     assert result.text == shapes_py.replace("def main(argv):", "def main(argv, verbose=False):")
 
 
+def test_a_tab_line_under_a_tab_context_line_of_a_mixed_file_keeps_its_tab():
+    """Emacs' style: 2-space steps, a tab for every 8 columns. The snippet wrote one context line's
+    tab as 4 spaces; the lines it writes new with a tab, under a line the file indents with a tab,
+    are in the file's style there, not rewritten in spaces."""
+    original = ("class Task\n  def define\n    task :doc do\n      file out do\n\trm_r dir\n"
+                "\tsh 'rdoc'\n      end\n    end\n  end\nend\n")
+    snippet = ("# ... existing code ...\n      file out do\n    rm_r dir\n\topts = '-q'\n"
+               "\tsh \"rdoc #{opts}\"\n      end\n# ... existing code ...\n")
+    result = merge(original, snippet, "ruby")
+    assert result.ok and result.text == original.replace("\tsh 'rdoc'\n", "\topts = '-q'\n\tsh \"rdoc #{opts}\"\n")
+
+
 def test_dedented_excerpt_is_reindented(shapes_py):
     snippet = "# ...\ndef area(self):\n    return abs(self.w * self.h)\n\ndef perimeter(self):\n# ...\n"
     result = merge(shapes_py, snippet, "python")

@@ -148,6 +148,16 @@ def test_a_method_a_rewritten_class_leaves_out_is_kept_or_deleted():
                                         original.replace("return 1\n", "return 10\n").replace("    def b(self):\n        return 2\n\n", "")]
 
 
+def test_the_blank_line_a_rewritten_class_leaves_out_above_its_closer_stays_with_the_methods():
+    """A class rewritten without markers and without its untouched methods is abridged: the blank
+    line it leaves out between its last method and the class's `}` stays, as the methods do (a
+    lone closer anchors no deletion, so keeping is the one reading)."""
+    original = ("class A {\n    int a() {\n        return 1;\n    }\n\n    int b() {\n        return 2;\n    }\n\n"
+                "    int c() {\n        return 3;\n    }\n\n}\n")
+    snippet = "class A {\n    int a() {\n        return 10;\n    }\n\n    int c() {\n        return 3;\n    }\n}\n"
+    assert texts(original, snippet, "java") == [original.replace("return 1;", "return 10;")]
+
+
 @pytest.mark.parametrize("language, original, snippet, change", [
     # The snippet's `@property` is the changed member's, not the left-out ones' above it.
     ("python",

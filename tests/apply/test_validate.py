@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.apply import merge, parse_snippet, validate
+from engine.apply.languages import parse_tree
 from engine.apply.text import original_span
 from engine.apply.validate import _unexplained_changes, syntax_errors
 
@@ -45,6 +46,18 @@ def test_a_python_def_left_without_a_body_is_a_parse_error_the_grammar_alone_mis
     # An original CPython already rejects (Python 2) is not blamed for it.
     legacy = "print 'hello'\n\n\ndef b(x):\n    return 2\n"
     assert validate(legacy, legacy.replace("return 2", "return 3"), language="python").ok
+
+
+def test_a_stray_ruby_end_is_a_syntax_error_though_the_grammar_reads_it_as_a_variable():
+    """tree-sitter-ruby's error recovery parses a stray `end` (a merge that closed a module twice)
+    as an identifier, with no ERROR node; a method named `end` is Ruby."""
+    original = "module M\n  class A\n  end\n\n  class B\n  end\nend\n"
+    closed_twice = "module M\n  class A\n  end\nend\n\n  class B\n  end\nend\n"
+    assert parse_tree(closed_twice, "ruby").root_node.has_error is False
+    assert syntax_errors(closed_twice, "ruby") == [7]
+    check = validate(original, closed_twice, language="ruby")
+    assert not check.ok and check.names == ["parse_errors"]
+    assert syntax_errors("r = (1..2).end\ndef end\nend\n", "ruby") == []
 
 
 def test_no_parse_check_without_a_grammar():
