@@ -21,7 +21,7 @@
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
-# pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
+# apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
 # heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, concurrency05_64, ranking_cpu, step05_int8_ab, ranking05_old,
@@ -161,6 +161,9 @@ job() {
       bench/data/dev_hard.jsonl --methods auto-0.5b --json $RES/apply_auto05.json ;;
     apply15) $t 900 python3 -m bench.apply_eval --data bench/data/dev.jsonl bench/data/dev_messy.jsonl \
       bench/data/dev_hard.jsonl --methods auto-1.5b --json $RES/apply_auto15.json ;;
+    # `auto` on the train sets (the rules are fitted there: RESULTS "Apply quality" says which).
+    apply_train) $t 900 python3 -m bench.apply_eval --data bench/data/dev_hard_train.jsonl bench/data/dev_hard_train2.jsonl \
+      --methods auto-0.5b auto-1.5b --json $RES/apply_train.json ;;
     model15) $t 1500 python3 -m bench.apply_eval --data bench/data/dev.jsonl bench/data/dev_messy.jsonl \
       bench/data/dev_hard.jsonl --methods model-1.5b-draft+pred --json $RES/apply_model15.json ;;
     # A later RAG question against the first (issue 35), this tree's and the older one's (.old/), in turn.
