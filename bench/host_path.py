@@ -44,7 +44,7 @@ def lookup_us(n: int, steps: int) -> float:
         prompt = [1] + prediction[:500]
         d = LookupDrafter({"prediction": prediction, "file": list(prediction)}, prompt_len=len(prompt))
         d.propose(prompt, K - 1)
-        d._generated.indexes  # built, as a first miss builds it
+        d.index_generated()  # built, as a first miss builds it
         batch.append((d, prompt, prediction))
     started = time.perf_counter()
     for step in range(1, steps + 1):

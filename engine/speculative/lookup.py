@@ -455,6 +455,11 @@ class LookupDrafter:
             return []
         return src.tokens[start : start + 1 + draft_length(src.run + len(draft) + 1, max_tokens, self.growth)]
 
+    def index_generated(self) -> None:
+        """Index the generated tokens up to now; otherwise the next search does it first (after
+        a long copy, a numpy build: bench.host_path, "One miss")."""
+        self._generated.indexes
+
     def _follow(self, src: _Source, new: list[int]) -> None:
         matched = follow(src.tokens, src.cursor, new)
         if matched == len(new):
