@@ -145,7 +145,7 @@ def _stray_keywords(tree, language: str | None) -> list[int]:
     rows = []
     for node in QueryCursor(query).captures(tree.root_node).get("word", []):
         parent = node.parent
-        if parent is None or parent.child_by_field_name("method") != node and parent.child_by_field_name("name") != node:
+        if parent is None or (parent.child_by_field_name("method") != node and parent.child_by_field_name("name") != node):
             rows.append(node.start_point[0])
     return rows
 
