@@ -28,7 +28,7 @@ from engine.apply.anchor import (
     new_definition_rows, new_definitions, normalize, twins,
 )
 from engine.apply.languages import parse_tree
-from engine.apply.scope import construct_end
+from engine.apply.scope import construct_end, is_closer
 from engine.apply.text import depth, line_matcher
 
 NEAREST = 4  # with many anchor blocks, each is paired with this many nearest partners
@@ -209,11 +209,21 @@ def _in_place(c: Candidate, seg: tuple[str, ...]) -> bool:
 def _misaligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> bool:
     """Whether an anchor of braces and blanks alone sits at another depth than its partner: the
     head `i++;` matched where it is indented as written, the tail `}` `else {` matched eight
-    columns deeper -- the closers of an inner block, not the segment's."""
-    if c.head is c.tail or not any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)):
+    columns deeper -- the closers of an inner block, not the segment's. Likewise the closer of
+    the construct the segment's first line opens (`impl Method {` ... `}`), matched at another
+    depth than that opener: a method's `}`, with the rest of the class beyond it."""
+    if c.head is c.tail:
         return False
-    shifts = {shift(c.head, seg, index), shift(c.tail, seg, index)}
-    return None not in shifts and len(shifts) == 2
+    if any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)):
+        shifts = {shift(c.head, seg, index), shift(c.tail, seg, index)}
+        if None not in shifts and len(shifts) == 2:
+            return True
+    last = next((s for s in range(len(seg) - 1, 0, -1) if seg[s].strip()), None)
+    if c.head.seg_start != 0 or last is None or not c.tail.seg_start <= last < c.tail.seg_end \
+            or not seg[0].rstrip().endswith(("{", "(", "[")) or not is_closer(seg[last]) or depth(seg[last]) != depth(seg[0]):
+        return False
+    closer = index.lines[c.tail.orig_start + last - c.tail.seg_start]
+    return depth(closer) - depth(seg[last]) != depth(index.lines[c.head.orig_start]) - depth(seg[0])
 
 
 def shift(b: Block, seg, index: OriginalIndex) -> int | None:

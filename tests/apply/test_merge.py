@@ -212,6 +212,23 @@ def test_a_tab_line_under_a_tab_context_line_of_a_mixed_file_keeps_its_tab():
     assert result.ok and result.text == original.replace("\tsh 'rdoc'\n", "\topts = '-q'\n\tsh \"rdoc #{opts}\"\n")
 
 
+def test_a_rewritten_impl_ends_on_its_own_closer_not_on_a_method_closer_one_level_deeper():
+    """An `impl` rewritten without markers, down to the changed method and the `impl`'s `}`; the
+    method lost a level of nesting, so its last lines equal the original's up to a 4-column
+    shift, `}` of the method included. That `}` closes the snippet's first line: matched at
+    another depth than `impl M {` it is no anchor, and the methods after it stay."""
+    original = ("impl M {\n    pub fn a(&self) -> bool {\n        if x {\n            true\n        } else {\n"
+                "            match y {\n                P => true,\n                _ => false\n            }\n        }\n    }\n\n"
+                "    pub fn b(&self) -> u8 {\n        1\n    }\n}\n")
+    snippet = ("impl M {\n    pub fn a(&self) -> bool {\n        match y {\n            P | _ if x => true,\n"
+               "            _ => false\n        }\n    }\n}\n")
+    result = merge(original, snippet, "rust")
+    assert result.ok and result.text == original.replace(
+        "        if x {\n            true\n        } else {\n            match y {\n                P => true,\n"
+        "                _ => false\n            }\n        }\n",
+        "        match y {\n            P | _ if x => true,\n            _ => false\n        }\n")
+
+
 def test_dedented_excerpt_is_reindented(shapes_py):
     snippet = "# ...\ndef area(self):\n    return abs(self.w * self.h)\n\ndef perimeter(self):\n# ...\n"
     result = merge(shapes_py, snippet, "python")
