@@ -162,11 +162,15 @@ def _whole_span(seg: tuple[str, ...], index: OriginalIndex, lo: int, hi: int) ->
     return None if c is None else replace(c, drops=dropped_lines(c, seg, index, code_only=True))
 
 
-def _closing_tails(seg: tuple[str, ...], index: OriginalIndex, heads: list[Block], hi: int) -> list[Block]:
-    """A segment that opens a construct with its first line and ends with a lone closer
-    (`inherits(A, B, {` ... `});`): that closer is the construct's own, wherever the lines
+def _last_row(seg: tuple[str, ...]) -> int | None:
+    """The segment's last non-blank row after its first; None for none."""
+    return next((s for s in range(len(seg) - 1, 0, -1) if seg[s].strip()), None)
+
+
+def _closing_tails(seg: tuple[str, ...], index: OriginalIndex, heads: list[Block], hi: int, last: int | None) -> list[Block]:
+    """A segment that opens a construct with its first line and ends with a lone closer (row
+    `last`, `inherits(A, B, {` ... `});`): that closer is the construct's own, wherever the lines
     between went -- a tail anchor no line-by-line match finds, since `});` is everywhere."""
-    last = next((s for s in range(len(seg) - 1, 0, -1) if seg[s].strip()), None)
     if last is None or not is_trivial(seg[last]) or index.text is None:
         return []
     out = []
@@ -206,19 +210,19 @@ def _in_place(c: Candidate, seg: tuple[str, ...]) -> bool:
     return 0 < seg_to - seg_from == orig_to - orig_from <= IN_PLACE_RUN and solid(c.head) and solid(c.tail)
 
 
-def _misaligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> bool:
+def _misaligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, last: int | None) -> bool:
     """Whether an anchor of braces and blanks alone sits at another depth than its partner: the
     head `i++;` matched where it is indented as written, the tail `}` `else {` matched eight
     columns deeper -- the closers of an inner block, not the segment's. Likewise the closer of
     the construct the segment's first line opens (`impl Method {` ... `}`), matched at another
-    depth than that opener: a method's `}`, with the rest of the class beyond it."""
+    depth than that opener: a method's `}`, with the rest of the class beyond it (`last`: the
+    segment's last non-blank row)."""
     if c.head is c.tail:
         return False
     if any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)):
         shifts = {shift(c.head, seg, index), shift(c.tail, seg, index)}
         if None not in shifts and len(shifts) == 2:
             return True
-    last = next((s for s in range(len(seg) - 1, 0, -1) if seg[s].strip()), None)
     if c.head.seg_start != 0 or last is None or not c.tail.seg_start <= last < c.tail.seg_end \
             or not seg[0].rstrip().endswith(("{", "(", "[")) or not is_closer(seg[last]) or depth(seg[last]) != depth(seg[0]):
         return False
@@ -299,7 +303,8 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     new = new_definitions(seg, index, lo, hi)
     heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
     tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
-    if closing := _closing_tails(seg, index, heads, hi):  # they outrank lone braces matched elsewhere
+    last = _last_row(seg)
+    if closing := _closing_tails(seg, index, heads, hi, last):  # they outrank lone braces matched elsewhere
         tails = [t for t in tails if any(w > TRIVIAL_WEIGHT for w in t.weights)] + closing
     ours = {normalize(line) for line in seg}
     keys = {key for line in seg if (key := definition(line))} | twins(seg, index)
@@ -308,7 +313,7 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
 
     def fits(c: Candidate) -> bool:
         return (not _drops_unshown(c, seg, index, ours, keys, fragment) and not _beheads(c, seg, index, keys, ends)
-                and not _misaligned(c, seg, index))
+                and not _misaligned(c, seg, index, last))
 
     found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and fits(c)]
     found += [_alone(b) for b in _singles(heads + tails)]

@@ -96,7 +96,7 @@ def block_end(original: str, lines, language: str | None, row: int, hi: int) -> 
         if node.is_named and last > row:
             if last >= hi:
                 return None
-            closes = (_CLOSER.match(lines[last]) or lines[last].strip() == "end") and \
+            closes = is_closer(lines[last]) and \
                 len(indent_of(lines[last])) < len(indent_of(lines[row]))
             return last if closes else last + 1
         node = node.parent
@@ -111,9 +111,9 @@ def replaces_ending(old: list[str], new: list[str], opener_indent: str, closed_o
     new = [l for l in new if l.strip()]
     if not old or not new or drops_definitions(old, new):
         return False
-    if _CLOSER.match(old[-1]) and indent_of(old[-1]) == opener_indent:
+    if is_closer(old[-1]) and indent_of(old[-1]) == opener_indent:
         # The construct has its own closer: the snippet shows it whole when it closes it too.
-        return bool(_CLOSER.match(new[-1])) and indent_of(new[-1]) == opener_indent
+        return is_closer(new[-1]) and indent_of(new[-1]) == opener_indent
     return not closed_only and statements(new) >= statements(old)
 
 
@@ -125,6 +125,6 @@ def drops_definitions(old: list[str], new: list[str]) -> bool:
 
 def statements(lines: list[str]) -> int:
     """Lines at the smallest indentation among those that are not closers alone."""
-    body = [l for l in lines if not _CLOSER.match(l)]
+    body = [l for l in lines if not is_closer(l)]
     depth = min((len(indent_of(l)) for l in body), default=0)
     return sum(1 for l in body if len(indent_of(l)) == depth)
