@@ -15,7 +15,9 @@ Each of N sequences is 3,000 tokens into copying a 3,000-token prediction:
 
 And the cost of one lookup miss: a sequence that copied N tokens of its prediction without a
 search (its cursor held) writes a token the prediction lacks, and `propose` searches every source,
-the generated tokens' index first catching up over those N tokens.
+the generated tokens' index first catching up over those N tokens (a request's first miss builds
+every source's index); then the same where the drafter was `prepare`d after each step, as the
+engine does while the GPU runs one, so that the miss pays its search alone.
 """
 
 from __future__ import annotations
@@ -53,20 +55,32 @@ def lookup_us(n: int, steps: int) -> float:
     return (time.perf_counter() - started) / steps * 1e6
 
 
-def miss_us(copied: int, trials: int = 20) -> float:
+def miss_us(copied: int, trials: int = 20, prepared: bool = False) -> float:
     """µs of the `propose` at a miss after `copied` tokens copied in steps of K - 1, the mean of
-    `trials` sequences (the sources' indexes were built at a first miss, before the copy)."""
+    `trials` sequences: with `copied` 0, a request's first miss (every source indexed by it),
+    else a miss after its cursor held (the sources indexed at a first miss before the copy).
+    `prepared`: the drafter `prepare`d after each step, as the engine does while the GPU runs
+    one (Scheduler.prepare_drafts)."""
     rng = random.Random(1)
     total = 0.0
     for _ in range(trials):
         prediction = [rng.randrange(5000) for _ in range(TOKENS + copied)]
         prompt = [1] + prediction[:500]
         d = LookupDrafter({"prediction": prediction, "file": list(prediction)}, prompt_len=len(prompt))
-        context = prompt + [5001]  # not in the prediction: a first miss, every index built
-        d.propose(context, K - 1)
-        for end in range(K, copied + 1, K - 1):  # re-anchored, then copying: the cursor holds
-            d.propose(context + prediction[:end], K - 1)
-        context += prediction[:copied] + [5002]
+        context = prompt
+        if copied:
+            context = prompt + [5001]  # not in the prediction: a first miss, every index built
+            d.propose(context, K - 1)
+            for end in range(K, copied + 1, K - 1):  # re-anchored, then copying: the cursor holds
+                d.propose(context + prediction[:end], K - 1)
+                while prepared and d.prepare():
+                    pass
+            context += prediction[:copied]
+        else:
+            d.propose(context, K - 1)
+            while prepared and d.prepare():
+                pass
+        context += [5002]
         started = time.perf_counter()
         d.propose(context, K - 1)
         total += time.perf_counter() - started
@@ -106,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sequences", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--copied", type=int, nargs="+", default=[100, 1000, 3000],
+    ap.add_argument("--copied", type=int, nargs="+", default=[0, 100, 1000, 3000],
                     help="tokens copied before the miss whose search is timed")
     args = ap.parse_args(argv)
     rows = []
@@ -118,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     print(header(f"Host time per engine step, sequences {TOKENS:,} tokens into copying, K={K}"))
     print(f"machine: {machine()}; commit: {commit()}\n")
     print(table(["sequences", "lookup us", "staging us", "staged KiB", "commit us"], rows))
-    print("\nOne miss after N tokens copied without a search (one sequence):\n")
-    print(table(["tokens copied", "miss us"], [[f"{n:,}", f"{miss_us(n):,.0f}"] for n in args.copied]))
+    print("\nOne miss after N tokens copied without a search (one sequence; 0: a request's first miss),\n"
+          "and the same with the drafter prepared after each step (while the GPU runs it):\n")
+    print(table(["tokens copied", "miss us", "miss us, prepared"],
+                [[f"{n:,}", f"{miss_us(n):,.0f}", f"{miss_us(n, prepared=True):,.0f}"] for n in args.copied]))
     return 0
 
 

@@ -64,7 +64,8 @@ class EventCursor:
 @dataclass
 class StepTimes:
     """Host wall seconds of the engine's verify steps by phase (prefill steps are not counted):
-    `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `redraft`
+    `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `prepare`
+    does the drafters' later work while the GPU still runs it (`Scheduler.prepare_drafts`), `redraft`
     turns a plan made ahead into the next step's once the tokens are in (`next_from_ahead`: the
     sequences whose bet failed drafted again), `launch` stages the inputs and starts the graph or
     eager forward, `collect` reads the greedy tokens back, `wait` being its part blocked on the
@@ -77,6 +78,7 @@ class StepTimes:
     steps: int = 0
     ahead: int = 0
     schedule: float = 0.0
+    prepare: float = 0.0
     redraft: float = 0.0
     launch: float = 0.0
     collect: float = 0.0
@@ -241,6 +243,7 @@ class LLMEngine:
         if launched is None:
             return
         ahead = self._plan_ahead(launched.plan)
+        times.lap("prepare", self.scheduler.prepare_drafts(launched.forward.running))
         out = times.lap("collect", self.runner.collect(launched.forward))
         accepted = times.lap("accept", self._accept(launched.plan, out))
         self.step_cost.observe(launched.plan.num_tokens, time.perf_counter() - launched.t_launch)

@@ -288,6 +288,19 @@ class Scheduler:
         return StepPlan(prefill=False, batch=batch, proposals={seq: proposals[seq] for seq, _ in batch
                                                                 if seq in proposals})
 
+    def prepare_drafts(self, busy) -> int:
+        """The drafters' later work, done while `busy()` (the GPU runs a step, engine/engine.py):
+        each running sequence's drafter `prepare`s a piece in turn (lookup: its sources' indexes,
+        then its generated tokens'), until none has any left or the step is done. A sequence
+        whose bet fails after the step then searches without indexing first, while the GPU
+        waits (RESULTS, "Concurrency": the redraft phase). Returns the pieces done."""
+        todo = [seq.drafter.prepare for seq in self.running if hasattr(seq.drafter, "prepare")]
+        done = 0
+        while todo and busy():
+            todo = [prepare for prepare in todo if busy() and prepare()]
+            done += len(todo)
+        return done
+
     def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
         """The hybrid/draft drafters' proposals (engine/speculative/hybrid.py), by sequence, for the
         sequences that use the draft model; the others keep their drafter's draft."""
