@@ -52,6 +52,7 @@ import math
 import sys
 import threading
 from bisect import bisect_left, bisect_right
+from functools import lru_cache
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -65,7 +66,8 @@ HASH_BASE = 0x9E3779B97F4A7C15  # odd 64-bit multiplier of the n-grams' polynomi
 _MASK = (1 << 64) - 1
 
 
-def gram_hash(gram: Sequence[int], base: int = HASH_BASE) -> int:
+@lru_cache(maxsize=1024)  # a search looks one suffix up in every source: hashed once
+def gram_hash(gram: tuple[int, ...], base: int = HASH_BASE) -> int:
     """The n-gram's 64-bit polynomial hash, as `SortedIndex` computes it for a whole source:
     Horner's rule modulo 2^64 (numpy's uint64 arithmetic wraps the same way).
 
@@ -103,7 +105,7 @@ class SortedIndex:
         order = np.argsort(h, kind="stable")
         self.hashes, self.ends = h[order].tolist(), (order + n).tolist()
 
-    def get(self, gram: Sequence[int]) -> list[int] | None:
+    def get(self, gram: tuple[int, ...]) -> list[int] | None:
         return self.find(gram_hash(gram, self.base))
 
     def find(self, key: int) -> list[int] | None:
@@ -190,14 +192,14 @@ class GrowingIndex:
             index_ngrams(tokens, self.n, self.tail, self.next)
         self.next = last + 1
 
-    def get(self, gram: Sequence[int]) -> list[int] | None:
+    def get(self, gram: tuple[int, ...]) -> list[int] | None:
         ends: list[int] = []
         key = gram_hash(gram)  # every run hashes with the default base
         for index, first, _ in self.runs:
             found = index.find(key)
             if found:
                 ends.extend(p + first - self.n for p in found)
-        ends.extend(self.tail.get(tuple(gram), ()))
+        ends.extend(self.tail.get(gram, ()))
         return ends or None
 
 
