@@ -237,7 +237,9 @@ class LLMEngine:
         A verify step's successor is planned while it runs (`Scheduler.plan_ahead`) and, where its
         bets hold, launched before this call returns (`Scheduler.next_from_ahead`: the sequences
         whose bet failed drafted again first): the next call finds it in flight and only waits for
-        it, so the GPU does not idle through the host's planning (and, every bet held, staging)."""
+        it, so the GPU does not idle through the host's planning (and, every bet held, staging).
+        What is left of the step's GPU time goes to the drafters' indexing
+        (`Scheduler.prepare_drafts`), so that the sequences drafted again search and no more."""
         times = self.step_times.start()
         launched = self._take_ahead() or self._schedule()
         if launched is None:
