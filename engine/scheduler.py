@@ -110,6 +110,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0
+        self._prepare_next: Sequence | None = None  # prepare_drafts' first turn next time
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -293,12 +294,23 @@ class Scheduler:
         each running sequence's drafter `prepare`s a piece in turn (lookup: its sources' indexes,
         then its generated tokens'), until none has any left or the step is done. A sequence
         whose bet fails after the step then searches without indexing first, while the GPU
-        waits (RESULTS, "Concurrency": the redraft phase). Returns the pieces done."""
-        todo = [seq.drafter.prepare for seq in self.running if hasattr(seq.drafter, "prepare")]
-        done = 0
-        while todo and busy():
-            todo = [prepare for prepare in todo if busy() and prepare()]
-            done += len(todo)
+        waits (RESULTS, "Concurrency": the redraft phase). The turns start with the sequence
+        whose turn the last call did not reach, so a step too short for all of them does not
+        leave out the same ones every time. Returns the pieces done."""
+        seqs = [seq for seq in self.running if hasattr(seq.drafter, "prepare")]
+        first = seqs.index(self._prepare_next) if self._prepare_next in seqs else 0
+        todo, done = seqs[first:] + seqs[:first], 0
+        while todo:
+            left = []
+            for i, seq in enumerate(todo):
+                if not busy():
+                    self._prepare_next = todo[i]
+                    return done
+                if seq.drafter.prepare():
+                    left.append(seq)
+                    done += 1
+            todo = left
+        self._prepare_next = None
         return done
 
     def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
