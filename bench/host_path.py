@@ -15,9 +15,8 @@ Each of N sequences is 3,000 tokens into copying a 3,000-token prediction:
 
 And the cost of one lookup miss: a sequence that copied N tokens of its prediction without a
 search (its cursor held) writes a token the prediction lacks, and `propose` searches every source,
-the generated tokens' index first catching up over those N tokens (a request's first miss builds
-every source's index); then the same where the drafter was `prepare`d after each step, as the
-engine does while the GPU runs one, so that the miss pays its search alone.
+the generated tokens' index first catching up over those N tokens; and a request's first miss,
+which builds every source's index.
 """
 
 from __future__ import annotations
@@ -55,12 +54,10 @@ def lookup_us(n: int, steps: int) -> float:
     return (time.perf_counter() - started) / steps * 1e6
 
 
-def miss_us(copied: int, trials: int = 20, prepared: bool = False) -> float:
+def miss_us(copied: int, trials: int = 20) -> float:
     """µs of the `propose` at a miss after `copied` tokens copied in steps of K - 1, the mean of
     `trials` sequences: with `copied` 0, a request's first miss (every source indexed by it),
-    else a miss after its cursor held (the sources indexed at a first miss before the copy).
-    `prepared`: the drafter `prepare`d after each step, as the engine does while the GPU runs
-    one (Scheduler.prepare_drafts)."""
+    else a miss after its cursor held (the sources indexed at a first miss before the copy)."""
     rng = random.Random(1)
     total = 0.0
     for _ in range(trials):
@@ -73,13 +70,9 @@ def miss_us(copied: int, trials: int = 20, prepared: bool = False) -> float:
             d.propose(context, K - 1)
             for end in range(K, copied + 1, K - 1):  # re-anchored, then copying: the cursor holds
                 d.propose(context + prediction[:end], K - 1)
-                while prepared and d.prepare():
-                    pass
             context += prediction[:copied]
         else:
             d.propose(context, K - 1)
-            while prepared and d.prepare():
-                pass
         context += [5002]
         started = time.perf_counter()
         d.propose(context, K - 1)
@@ -132,10 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header(f"Host time per engine step, sequences {TOKENS:,} tokens into copying, K={K}"))
     print(f"machine: {machine()}; commit: {commit()}\n")
     print(table(["sequences", "lookup us", "staging us", "staged KiB", "commit us"], rows))
-    print("\nOne miss after N tokens copied without a search (one sequence; 0: a request's first miss),\n"
-          "and the same with the drafter prepared after each step (while the GPU runs it):\n")
-    print(table(["tokens copied", "miss us", "miss us, prepared"],
-                [[f"{n:,}", f"{miss_us(n):,.0f}", f"{miss_us(n, prepared=True):,.0f}"] for n in args.copied]))
+    print("\nOne miss after N tokens copied without a search (one sequence; 0: a request's first miss):\n")
+    print(table(["tokens copied", "miss us"], [[f"{n:,}", f"{miss_us(n):,.0f}"] for n in args.copied]))
     return 0
 
 

@@ -64,8 +64,7 @@ class EventCursor:
 @dataclass
 class StepTimes:
     """Host wall seconds of the engine's verify steps by phase (prefill steps are not counted):
-    `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `prepare`
-    does the drafters' later work while the GPU still runs it (`Scheduler.prepare_drafts`), `redraft`
+    `schedule` makes the plan (or the next one ahead, while the GPU runs this one), `redraft`
     turns a plan made ahead into the next step's once the tokens are in (`next_from_ahead`: the
     sequences whose bet failed drafted again), `launch` stages the inputs and starts the graph or
     eager forward, `collect` reads the greedy tokens back, `wait` being its part blocked on the
@@ -78,7 +77,6 @@ class StepTimes:
     steps: int = 0
     ahead: int = 0
     schedule: float = 0.0
-    prepare: float = 0.0
     redraft: float = 0.0
     launch: float = 0.0
     collect: float = 0.0
@@ -237,15 +235,12 @@ class LLMEngine:
         A verify step's successor is planned while it runs (`Scheduler.plan_ahead`) and, where its
         bets hold, launched before this call returns (`Scheduler.next_from_ahead`: the sequences
         whose bet failed drafted again first): the next call finds it in flight and only waits for
-        it, so the GPU does not idle through the host's planning (and, every bet held, staging).
-        What is left of the step's GPU time goes to the drafters' indexing
-        (`Scheduler.prepare_drafts`), so that the sequences drafted again search and no more."""
+        it, so the GPU does not idle through the host's planning (and, every bet held, staging)."""
         times = self.step_times.start()
         launched = self._take_ahead() or self._schedule()
         if launched is None:
             return
         ahead = self._plan_ahead(launched.plan)
-        times.lap("prepare", self.scheduler.prepare_drafts(launched.forward.running))
         out = times.lap("collect", self.runner.collect(launched.forward))
         accepted = times.lap("accept", self._accept(launched.plan, out))
         self.step_cost.observe(launched.plan.num_tokens, time.perf_counter() - launched.t_launch)

@@ -268,11 +268,7 @@ class ModelRunner:
             else:  # greedy: the rows and the heads' rows in one lm_head GEMM, no fp32 logits
                 tokens = self.model.greedy_rows(hidden, self.vocab_limit, heads)
                 tokens = tokens if heads else tokens[0]
-        done = None
-        if tokens.is_cuda:
-            done = torch.cuda.Event()
-            done.record()
-        return Flight(batch, tokens, keep, out, done)
+        return Flight(batch, tokens, keep, out)
 
     def collect(self, flight: Flight, last_only: bool = False) -> StepOutput:
         """Wait for `flight`: each sequence's greedy tokens (see `verify`), the logits if asked,
@@ -345,12 +341,6 @@ class Flight:
     tokens: torch.Tensor  # [rows], or [1 + n, rows] with n draft heads
     keep: list[int] | None
     logits: torch.Tensor | None
-    done: torch.cuda.Event | None = None  # recorded after the forward's kernels (CUDA only)
-
-    def running(self) -> bool:
-        """Whether the device is still working on it (False on the CPU, where launch returns
-        after the forward): the host's time until `collect` would block, free for other work."""
-        return self.done is not None and not self.done.query()
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,6 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0
-        self._prepare_next: Sequence | None = None  # prepare_drafts' first turn next time
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -288,30 +287,6 @@ class Scheduler:
         proposals = {seq: p for seq, p in ahead.proposals.items() if seq in held} | redo.proposals
         return StepPlan(prefill=False, batch=batch, proposals={seq: proposals[seq] for seq, _ in batch
                                                                 if seq in proposals})
-
-    def prepare_drafts(self, busy) -> int:
-        """The drafters' later work, done while `busy()` (the GPU runs a step, engine/engine.py):
-        each running sequence's drafter `prepare`s a piece in turn (lookup: its sources' indexes,
-        then its generated tokens'), until none has any left or the step is done. A sequence
-        whose bet fails after the step then searches without indexing first, while the GPU
-        waits (RESULTS, "Concurrency": the redraft phase). The turns start with the sequence
-        whose turn the last call did not reach, so a step too short for all of them does not
-        leave out the same ones every time. Returns the pieces done."""
-        seqs = [seq for seq in self.running if hasattr(seq.drafter, "prepare")]
-        first = seqs.index(self._prepare_next) if self._prepare_next in seqs else 0
-        todo, done = seqs[first:] + seqs[:first], 0
-        while todo:
-            left = []
-            for i, seq in enumerate(todo):
-                if not busy():
-                    self._prepare_next = todo[i]
-                    return done
-                if seq.drafter.prepare():
-                    left.append(seq)
-                    done += 1
-            todo = left
-        self._prepare_next = None
-        return done
 
     def propose_with_model(self, seqs: list[Sequence], drafts: list[list[int]], rooms: list[int]) -> dict:
         """The hybrid/draft drafters' proposals (engine/speculative/hybrid.py), by sequence, for the

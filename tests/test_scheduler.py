@@ -130,39 +130,3 @@ def test_commit_stops_where_a_token_by_token_commit_stops():
         want = one_at_a_time(seqs[0], new, eos, max_len)
         got = StopChecker(max_len, eos).commit(seqs[1], new)
         assert got == want and seqs[1].tokens == seqs[0].tokens and seqs[1].stats.generated == got[0]
-
-
-class PreparingDrafter(FixedDrafter):
-    """Has `pieces` pieces of later work; records each one done in `log`."""
-
-    def __init__(self, name: str, pieces: int, log: list[str]):
-        self.name, self.pieces, self.log = name, pieces, log
-
-    def prepare(self) -> bool:
-        if not self.pieces:
-            return False
-        self.pieces -= 1
-        self.log.append(self.name)
-        return True
-
-
-def test_prepare_drafts_takes_turns_while_busy_and_resumes_where_it_stopped():
-    """While the step runs (`busy`), each running sequence's drafter prepares one piece in turn
-    until none has work left; the next call begins with the sequence whose turn was not reached,
-    and sequences without `prepare` (no lookup drafter) are skipped."""
-    scheduler = make_scheduler(num_blocks=64)
-    log: list[str] = []
-    seqs = [add(scheduler, [1, 2, 3, 4, 5]) for _ in range(4)]
-    for seq, (name, pieces) in zip(seqs[:3], (("a", 1), ("b", 3), ("c", 2))):
-        seq.drafter = PreparingDrafter(name, pieces, log)
-    scheduler.postprocess(scheduler.schedule())  # all four admitted and prefilled
-    assert len(scheduler.running) == 4
-
-    def busy_for(n: int):
-        calls = iter(range(n + 1))
-        return lambda: next(calls) < n
-
-    assert scheduler.prepare_drafts(busy_for(2)) == 2 and log == ["a", "b"]
-    assert scheduler.prepare_drafts(busy_for(10)) == 4 and log == ["a", "b", "c", "b", "c", "b"]
-    assert scheduler.prepare_drafts(busy_for(10)) == 0
-    assert scheduler.prepare_drafts(lambda: False) == 0

@@ -333,10 +333,9 @@ class _Source:
 
     @property
     def indexes(self) -> list[tuple[int, Index]]:
-        """(n, n-gram index) pairs, longest n first, built when first searched or prepared
-        (`LookupDrafter.prepare`): a request's first step does not pay every source's index at
-        once, and where nothing prepares, a source whose cursor never misses (a right prediction;
-        the prompt while another source copies) is never indexed."""
+        """(n, n-gram index) pairs, longest n first, built when first searched: a source whose
+        cursor never misses (a right prediction; the prompt while another source copies) is
+        never indexed, and a request's first step does not pay every source's index at once."""
         if self._indexes is None:
             if self.grows:
                 self._indexes = [(n, GrowingIndex(n)) for n in self.keys]
@@ -348,11 +347,6 @@ class _Source:
                 index.extend(self.tokens)
         self._indexed = len(self.tokens)
         return self._indexes
-
-    @property
-    def stale(self) -> bool:
-        """Whether a search would index first: no indexes yet, or grown tokens not indexed."""
-        return self._indexes is None or (self.grows and self._indexed < len(self.tokens))
 
     def extend(self, new: list[int]) -> None:
         assert self.grows, f"source {self.name!r} does not grow: its index is a SortedIndex"
@@ -467,16 +461,6 @@ class LookupDrafter:
         """Index the generated tokens up to now; otherwise the next search does it first (after
         a long copy, a numpy build: bench.host_path, "One miss")."""
         self._generated.indexes
-
-    def prepare(self) -> bool:
-        """One piece of a later search's work, done now: the indexes of the first source not yet
-        indexed, else the generated tokens indexed up to the last call. False when nothing is
-        left. The engine calls it while the GPU runs a step (`Scheduler.prepare_drafts`), so that
-        a miss after the step pays its search alone, not the indexing before it."""
-        src = next((src for src in self._sources if src.stale), None)
-        if src is not None:
-            src.indexes
-        return src is not None
 
     def _follow(self, src: _Source, new: list[int]) -> None:
         matched = follow(src.tokens, src.cursor, new)

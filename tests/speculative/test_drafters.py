@@ -503,39 +503,3 @@ def test_the_generated_tokens_are_indexed_when_searched():
                 assert as_dict(index, src.tokens) == index_ngrams(src.tokens, n)
     assert len(src.indexes[1][1].runs) > 1  # long copies made runs, and runs joined
     assert src.indexes[1][1].get((99, 99)) is None
-
-
-def test_prepared_drafts_equal_unprepared_and_a_miss_indexes_only_its_own_tokens(monkeypatch):
-    """`prepare` (the engine calls it while the GPU runs a step) indexes one source at a time,
-    then the generated tokens, and says when nothing is left: the drafts are those of a drafter
-    never prepared, and a miss after it indexes only the tokens that call brings."""
-    from engine.speculative import lookup
-
-    rng = random.Random(4)
-    file = [rng.randrange(300) for _ in range(400)]
-    prediction = file[:200] + [999, 998] + file[200:]
-    prompt = [7] + file
-    truth = prediction[:200] + [555] + prediction[202:320] + [556] + prediction[320:]
-    plain = LookupDrafter({"prediction": prediction, "file": file}, prompt_len=len(prompt))
-    prepared = LookupDrafter({"prediction": prediction, "file": file}, prompt_len=len(prompt))
-    pieces = []
-    for n in range(0, 300, 7):  # a miss at 200, none at 294
-        assert prepared.propose(prompt + truth[:n], 15) == plain.propose(prompt + truth[:n], 15)
-        count = 0
-        while prepared.prepare():
-            count += 1
-        pieces.append(count)
-        assert not any(src.stale for src in prepared._sources)
-    # The first call indexes the prediction, the file, the generated tokens and the prompt, one
-    # a call; later ones the tokens generated since (none where a miss's search just did).
-    assert pieces[0] == 4 and set(pieces[1:]) == {0, 1}
-    want = plain.propose(prompt + truth[:330], 15)  # 556 at 319: a miss
-    built, extend = [], lookup.GrowingIndex.extend
-    monkeypatch.setattr(lookup.GrowingIndex, "extend",
-                        lambda self, tokens: built.append(len(tokens) + 1 - self.next) or extend(self, tokens))
-    searches, indexes = sum(prepared.stats["searches"].values()), [src._indexes for src in prepared._sources]
-    assert prepared.propose(prompt + truth[:330], 15) == want
-    # It searched, built no source's index and indexed only the 36 tokens this call brought
-    # (for each key length).
-    assert sum(prepared.stats["searches"].values()) > searches and built == [36, 36]
-    assert all(src._indexes is before for src, before in zip(prepared._sources, indexes))

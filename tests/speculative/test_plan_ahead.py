@@ -164,34 +164,3 @@ def test_under_a_verify_budget_a_plan_held_in_part_is_drafted_again_whole(engine
     assert run_together(ahead, [requests[0], requests[1], bare]) == want
     assert "none" in taken and "partial" not in taken
     assert ahead.kv.allocator.num_free == free
-
-
-def test_drafts_prepared_while_a_step_runs_change_no_token(engines, monkeypatch):
-    """While a step runs on the GPU the drafters index what a later search needs
-    (Scheduler.prepare_drafts, until the step is done). On the CPU a forward is done when launch
-    returns, so here each step is taken as running until its drafters were asked 40 times: the
-    sources get indexed before any search (the wrong prediction's misses find them ready), and
-    every output is still plain decoding's."""
-    from engine.runner import Flight
-
-    ahead, plain = engines
-    requests, want = apply_requests(plain, 3, max_tokens=64)
-    wrong = Request(requests[1].prompt_ids, requests[1].params, sources={"prediction": want[2]})
-    asked: dict[int, int] = {}
-
-    def running(flight):
-        asked[id(flight)] = asked.get(id(flight), 0) + 1
-        return asked[id(flight)] <= 40
-
-    monkeypatch.setattr(Flight, "running", running)
-    pieces = []
-    prepare = ahead.scheduler.prepare_drafts
-    monkeypatch.setattr(ahead.scheduler, "prepare_drafts", lambda busy: pieces.append(prepare(busy)) or pieces[-1])
-    seqs = [ahead.add_request(r) for r in (requests[0], wrong, requests[2])]
-    ahead.step()  # the prefill
-    ahead.step()  # the first verify step: its drafters indexed while it "ran"
-    assert pieces[-1] > 0
-    assert all(not src.stale for seq in seqs for src in seq.drafter._sources[:2])
-    while ahead.has_work():
-        ahead.step()
-    assert [s.output_ids for s in seqs] == want
