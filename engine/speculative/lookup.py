@@ -82,38 +82,37 @@ class SortedIndex:
     """The n-gram index of a source that never grows: its n-grams' hashes, sorted.
 
     `hashes` holds every n-gram's `gram_hash` in ascending order, `ends[i]` the position right
-    after the n-gram of `hashes[i]` (a stable sort: one n-gram's occurrences stay in position
-    order). Built in a few numpy passes -- several times faster than a dict of lists
-    (index_ngrams) -- and read with two bisections (bench/HISTORY.md, "Draft heads, round three").
-    `get(gram)` gives what
+    after the n-gram of `hashes[i]`, both numpy arrays. Built in a few numpy passes -- several times faster than a dict of
+    lists (index_ngrams; bench/HISTORY.md, "Draft heads, round three") -- and kept as arrays,
+    since a request's first miss builds every source's index while the GPU waits: turning them
+    into lists took about as long as the sort. `get(gram)` gives what
     `index_ngrams(tokens, n).get(gram)` gives, the sorted positions, plus, where two n-grams share
     a 64-bit hash, the other one's: `find_anchor` keeps only the candidates that really match.
+    `tokens` may be a uint64 array already (one conversion for a source's indexes).
 
     Example: tokens [5, 6, 7, 5, 6], n = 2 -> get((5, 6)) = [2, 5], get((6, 7)) = [3], get((6, 5)) = None.
     """
 
-    def __init__(self, tokens: Sequence[int], n: int, base: int = HASH_BASE):
+    def __init__(self, tokens: Sequence[int] | np.ndarray, n: int, base: int = HASH_BASE):
         self.n, self.base = n, base
-        count = len(tokens) - n + 1
-        if count <= 0:
-            self.hashes, self.ends = [], []
-            return
         toks = np.asarray(tokens, dtype=np.uint64)
+        count = max(0, len(toks) - n + 1)
         h = np.zeros(count, np.uint64)
-        for i in range(n):  # Horner's rule over the n shifted views, wrapping modulo 2^64
+        for i in range(n if count else 0):  # Horner's rule over the n shifted views, wrapping modulo 2^64
             h = h * np.uint64(base) + toks[i : i + count]
-        order = np.argsort(h, kind="stable")
-        self.hashes, self.ends = h[order].tolist(), (order + n).tolist()
+        order = np.argsort(h)  # not stable (4-5x faster): `find` sorts one hash's positions
+        self.hashes, self.ends = h[order], order + n
 
     def get(self, gram: tuple[int, ...]) -> list[int] | None:
         return self.find(gram_hash(gram, self.base))
 
     def find(self, key: int) -> list[int] | None:
         """The positions after the n-grams whose hash is `key`."""
-        lo = bisect_left(self.hashes, key)
-        if lo == len(self.hashes) or self.hashes[lo] != key:
-            return None
-        return self.ends[lo : bisect_right(self.hashes, key, lo)]
+        key = np.uint64(key)
+        lo, hi = self.hashes.searchsorted(key), self.hashes.searchsorted(key, "right")
+        if hi - lo > 1:
+            return np.sort(self.ends[lo:hi]).tolist()
+        return self.ends[lo:hi].tolist() if hi > lo else None
 
 
 class IndexCache:
@@ -340,8 +339,11 @@ class _Source:
             if self.grows:
                 self._indexes = [(n, GrowingIndex(n)) for n in self.keys]
             else:
-                build = self._cache.get if self._cache else SortedIndex
-                self._indexes = [(n, build(self.tokens, n)) for n in self.keys]
+                if self._cache:
+                    self._indexes = [(n, self._cache.get(self.tokens, n)) for n in self.keys]
+                else:
+                    tokens = np.asarray(self.tokens, dtype=np.uint64)
+                    self._indexes = [(n, SortedIndex(tokens, n)) for n in self.keys]
         if self.grows and self._indexed < len(self.tokens):  # the positions after the last one indexed
             for _, index in self._indexes:
                 index.extend(self.tokens)
