@@ -24,7 +24,7 @@
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
-# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, concurrency05_64, ranking_cpu, step05_int8_ab, ranking05_old,
+# heads_old_ragchat, heads_put, concurrency_profile, apply05, apply15, model15, ranking, ranking05, ranking15, ranking15_profile, concurrency05, concurrency05_rounds, concurrency05_ahead, concurrency05_old, concurrency05_ab, concurrency05_ab64, concurrency05_64, ranking_cpu, step05_int8_ab, ranking05_old,
 # ranking15_old, graphs, concurrency05_profile, equal60, equal60_inv, kernels_inv, batch15, rag, rag_old,
 # apply60_old, stepfp, stepfp_old, served. bench/device_run.sh is the
 # one-call form of the same.
@@ -220,6 +220,9 @@ job() {
       $RES/concurrency05_ahead${a}_$(date +%s).json; done ;;
     # This tree's and the older one's (.old/) concurrency in turn, twice: an A/B within one lease.
     concurrency05_ab) for run in "" in_old "" in_old; do $run $t 200 python3 -m bench.concurrency --levels 8 32 64 \
+      --cases 0 --modes "lookup K=16 +prediction"; done ;;
+    # The same at 64 requests alone (the redraft's level), in turn, twice.
+    concurrency05_ab64) for run in "" in_old "" in_old; do $run $t 200 python3 -m bench.concurrency --levels 64 \
       --cases 0 --modes "lookup K=16 +prediction"; done ;;
     # The ranking's cost on the lease's CPU (the GPU hidden from the engine), fp32, both presets.
     ranking_cpu) lscpu | grep -E "Model name|^CPU\(s\)"
