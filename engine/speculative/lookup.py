@@ -52,9 +52,9 @@ import math
 import sys
 import threading
 from bisect import bisect_left, bisect_right
-from functools import lru_cache
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -81,13 +81,13 @@ def gram_hash(gram: tuple[int, ...], base: int = HASH_BASE) -> int:
 class SortedIndex:
     """The n-gram index of a source that never grows: its n-grams' hashes, sorted.
 
-    `hashes` holds every n-gram's `gram_hash` in ascending order, `ends[i]` the position right
-    after the n-gram of `hashes[i]`, both numpy arrays. Built in a few numpy passes -- several times faster than a dict of
-    lists (index_ngrams; bench/HISTORY.md, "Draft heads, round three") -- and kept as arrays,
-    since a request's first miss builds every source's index while the GPU waits: turning them
-    into lists took about as long as the sort. `get(gram)` gives what
-    `index_ngrams(tokens, n).get(gram)` gives, the sorted positions, plus, where two n-grams share
-    a 64-bit hash, the other one's: `find_anchor` keeps only the candidates that really match.
+    `hashes` holds every n-gram's `gram_hash` in ascending order, `ends[i]` the position right after
+    the n-gram of `hashes[i]`, both numpy arrays. Built in a few numpy passes -- several times
+    faster than a dict of lists (index_ngrams; bench/HISTORY.md, "Draft heads, round three") -- and
+    kept as arrays, since a request's first miss builds every source's index while the GPU waits:
+    turning them into lists took about as long as the sort. `get(gram)` gives what
+    `index_ngrams(tokens, n).get(gram)` gives, the sorted positions, plus, where two n-grams share a
+    64-bit hash, the other one's: `find_anchor` keeps only the candidates that really match.
     `tokens` may be a uint64 array already (one conversion for a source's indexes).
 
     Example: tokens [5, 6, 7, 5, 6], n = 2 -> get((5, 6)) = [2, 5], get((6, 7)) = [3], get((6, 5)) = None.
