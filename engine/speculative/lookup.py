@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -98,7 +98,7 @@ class SortedIndex:
         toks = np.asarray(tokens, dtype=np.uint64)
         count = max(0, len(toks) - n + 1)
         h = np.zeros(count, np.uint64)
-        for i in range(n if count else 0):  # Horner's rule over the n shifted views, wrapping modulo 2^64
+        for i in range(n):  # Horner's rule over the n shifted views, wrapping modulo 2^64
             h = h * np.uint64(base) + toks[i : i + count]
         order = np.argsort(h)  # not stable (4-5x faster): `find` sorts one hash's positions
         self.hashes, self.ends = h[order], order + n
@@ -338,12 +338,11 @@ class _Source:
         if self._indexes is None:
             if self.grows:
                 self._indexes = [(n, GrowingIndex(n)) for n in self.keys]
+            elif self._cache:
+                self._indexes = [(n, self._cache.get(self.tokens, n)) for n in self.keys]
             else:
-                if self._cache:
-                    self._indexes = [(n, self._cache.get(self.tokens, n)) for n in self.keys]
-                else:
-                    tokens = np.asarray(self.tokens, dtype=np.uint64)
-                    self._indexes = [(n, SortedIndex(tokens, n)) for n in self.keys]
+                tokens = np.asarray(self.tokens, dtype=np.uint64)
+                self._indexes = [(n, SortedIndex(tokens, n)) for n in self.keys]
         if self.grows and self._indexed < len(self.tokens):  # the positions after the last one indexed
             for _, index in self._indexes:
                 index.extend(self.tokens)
