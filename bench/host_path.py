@@ -64,6 +64,7 @@ def miss_us(copied: int, trials: int = 20) -> float:
         prediction = [rng.randrange(5000) for _ in range(TOKENS + copied)]
         prompt = [1] + prediction[:500]
         d = LookupDrafter({"prediction": prediction, "file": list(prediction)}, prompt_len=len(prompt))
+        d.propose(prompt, K - 1)  # the first call: the prompt becomes a source, the prediction drafts
         context = prompt
         if copied:
             context = prompt + [5001]  # not in the prediction: a first miss, every index built
@@ -71,8 +72,6 @@ def miss_us(copied: int, trials: int = 20) -> float:
             for end in range(K, copied + 1, K - 1):  # re-anchored, then copying: the cursor holds
                 d.propose(context + prediction[:end], K - 1)
             context += prediction[:copied]
-        else:
-            d.propose(context, K - 1)
         context += [5002]
         started = time.perf_counter()
         d.propose(context, K - 1)

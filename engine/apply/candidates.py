@@ -223,11 +223,19 @@ def _misaligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, last: 
         shifts = {shift(c.head, seg, index), shift(c.tail, seg, index)}
         if None not in shifts and len(shifts) == 2:
             return True
-    if c.head.seg_start != 0 or last is None or not c.tail.seg_start <= last < c.tail.seg_end \
-            or not seg[0].rstrip().endswith(("{", "(", "[")) or not is_closer(seg[last]) or depth(seg[last]) != depth(seg[0]):
+    return _first_closer_shifted(c, seg, index, last)
+
+
+def _first_closer_shifted(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, last: int | None) -> bool:
+    """Whether the tail matches row `last`, the closer of the construct the head's first row
+    (the segment's first line) opens, at another depth than the head matches that opener."""
+    if c.head.seg_start != 0 or last is None or not c.tail.seg_start <= last < c.tail.seg_end:
         return False
-    closer = index.lines[c.tail.orig_start + last - c.tail.seg_start]
-    return depth(closer) - depth(seg[last]) != depth(index.lines[c.head.orig_start]) - depth(seg[0])
+    opener, closer = seg[0], seg[last]
+    if not opener.rstrip().endswith(("{", "(", "[")) or not is_closer(closer) or depth(closer) != depth(opener):
+        return False
+    matched = index.lines[c.tail.orig_start + last - c.tail.seg_start]
+    return depth(matched) - depth(closer) != depth(index.lines[c.head.orig_start]) - depth(opener)
 
 
 def shift(b: Block, seg, index: OriginalIndex) -> int | None:
