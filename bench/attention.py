@@ -15,7 +15,7 @@ which flushes the L2 cache between runs (a layer's KV is not in L2 when the laye
 table is scattered (blocks of 16 in random order). "err" is max |triton - ref| / max |ref|.
 
     python -m bench.attention [--shapes 0.5b 1.5b 7b] [--contexts 1024 4096 16384] [--k 1 16]
-                              [--kv-dtypes bf16 fp8 int8 int4] [--sweep]
+                              [--kv-dtypes bf16 fp8 int8 int4] [--sweep | --sweep-layout]
 """
 
 from __future__ import annotations
@@ -119,15 +119,56 @@ def sweep(args) -> None:
     for shape, ctx, k in points:
         for block_n, warps, stages, min_keys in configs:
             split_kv.MIN_KEYS_PER_SPLIT = min_keys
-            try:
-                us, err = run_point(shape, ctx, k, "bf16", with_peers=False, block_n=block_n, num_warps=warps,
-                                    num_stages=stages)
-            except Exception as e:  # noqa: BLE001 (an out-of-resources config: skip it)
-                print(f"skip {shape} {ctx} {k} {block_n} {warps} {stages}: {type(e).__name__}: {e}"[:300])
-                continue
-            rows.append([shape, ctx, k, block_n, warps, stages, min_keys, us["triton"]])
+            us = _try_point(shape, ctx, k, block_n=block_n, num_warps=warps, num_stages=stages)
+            if us is not None:
+                rows.append([shape, ctx, k, block_n, warps, stages, min_keys, us])
     split_kv.MIN_KEYS_PER_SPLIT = default_min_keys
     print(table(["shape", "context", "K", "block_n", "warps", "stages", "min keys/split", "triton us"], rows))
+
+
+def _try_point(shape, ctx, k, **kernel_args) -> float | None:
+    """The kernel's µs at one point with these launch parameters; None for a config out of resources."""
+    try:
+        us, _ = run_point(shape, ctx, k, "bf16", with_peers=False, **kernel_args)
+    except Exception as e:  # noqa: BLE001 (an out-of-resources config: skip it)
+        print(f"skip {shape} {ctx} {k} {kernel_args}: {type(e).__name__}: {e}"[:300])
+        return None
+    return us["triton"]
+
+
+def sweep_layout(args) -> None:
+    """How a verify block's work is cut, at the points of --shapes x --contexts x --k: rows per
+    program (block_m: fewer rows, more query blocks, each reading the keys again) against splits
+    of the keys (more splits, more fp32 partials for the merge to read back), every pair, then the
+    tile, stages and warps varied one at a time around the best pair. A kernel's µs, captured
+    alone in a graph (so a replay's fixed cost is in every figure)."""
+    H_G = {shape: SHAPES[shape][0] // SHAPES[shape][1] for shape in SHAPES}
+    rows = []
+    for shape in args.shapes:
+        for ctx in args.contexts:
+            for k in args.k:
+                least = max(16, 1 << (H_G[shape] - 1).bit_length())  # a block holds one query's G heads
+                best = None
+                for block_m in (m for m in (16, 32, 64, 128) if m >= least):
+                    for splits in (None, 4, 8, 16, 32, 64):
+                        us = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits)
+                        if us is None:
+                            continue
+                        rows.append([shape, ctx, k, block_m, splits or "auto", 64, 2, "auto", us])
+                        if best is None or us < best[0]:
+                            best = (us, block_m, splits)
+                if best is None:
+                    continue
+                _, block_m, splits = best
+                for block_n, stages, warps in [(32, 2, None), (128, 2, None), (64, 1, None), (64, 3, None),
+                                               (64, 2, 2), (64, 2, 4), (64, 2, 8)]:
+                    us = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits, block_n=block_n,
+                                    num_stages=stages, num_warps=warps)
+                    if us is not None:
+                        rows.append([shape, ctx, k, block_m, splits or "auto", block_n, stages, warps or "auto", us])
+                print(table(["shape", "context", "K", "block_m", "splits", "block_n", "stages", "warps", "triton us"],
+                            [r for r in rows if r[:3] == [shape, ctx, k]]), flush=True)
+    save_json("attention_layout.json", {"rows": rows})
 
 
 def main(argv=None) -> None:
@@ -137,10 +178,14 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--kv-dtypes", nargs="+", default=["bf16", "fp8", "int8", "int4"])
     ap.add_argument("--sweep", action="store_true", help="only the launch-parameter sweep")
+    ap.add_argument("--sweep-layout", action="store_true", help="only the rows-per-program x splits sweep")
     args = ap.parse_args(argv)
     assert torch.cuda.is_available(), "a CUDA device is needed"
     if args.sweep:
         sweep(args)
+        return
+    if args.sweep_layout:
+        sweep_layout(args)
         return
 
     rows, results = [], []

@@ -20,7 +20,7 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -80,6 +80,8 @@ job() {
     profile)
       $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-checks --profile
       for s in 1.5b 7b; do $t 200 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf --no-eager --no-checks --profile; done ;;
+    # The attention kernel's layouts at the batch-1 verify shapes (rows per program x splits, then tiles).
+    attention_layout) $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 4096 --k 16 ;;
     # The same for the graph step alone, the two batch-1 models (issue 35's kernel budget): no model needed.
     profile_graphs) for s in 0.5b 1.5b; do $t 150 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 \
       --no-hf --no-eager --no-checks --profile; done ;;
