@@ -143,6 +143,8 @@ def sweep_layout(args) -> None:
     tile, stages and warps varied one at a time around the best pair. A kernel's µs, captured
     alone in a graph (so a replay's fixed cost is in every figure)."""
     H_G = {shape: SHAPES[shape][0] // SHAPES[shape][1] for shape in SHAPES}
+    x = torch.zeros(1024, device="cuda")
+    print(f"one tiny kernel, captured and replayed the same way: {bench_us(lambda: x.add_(1)):.1f} us", flush=True)
     rows = []
     for shape in args.shapes:
         for ctx in args.contexts:
