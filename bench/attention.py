@@ -98,11 +98,14 @@ def variants(kv, slot_tables, q, q_positions, k_ctx, v_ctx, **kernel_args):
 def run_point(shape, context, k, kv_dtype, with_peers=True, **kernel_args):
     case = make_case(shape, context, k, kv_dtype)
     fns = variants(*case, **kernel_args)
-    out = fns["triton"]()
     ref = fns["ref"]()
-    err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+    def err() -> float:
+        return ((fns["triton"]().float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+    before = err()
     us = {name: bench_us(fn) for name, fn in fns.items() if with_peers or name == "triton"}
-    return us, err
+    return us, max(before, err())  # after the replays too: state a call leaves (merge tickets) must not matter
 
 
 def sweep(args) -> None:
@@ -119,58 +122,63 @@ def sweep(args) -> None:
     for shape, ctx, k in points:
         for block_n, warps, stages, min_keys in configs:
             split_kv.MIN_KEYS_PER_SPLIT = min_keys
-            us = _try_point(shape, ctx, k, block_n=block_n, num_warps=warps, num_stages=stages)
-            if us is not None:
-                rows.append([shape, ctx, k, block_n, warps, stages, min_keys, us])
+            got = _try_point(shape, ctx, k, block_n=block_n, num_warps=warps, num_stages=stages)
+            if got is not None:
+                rows.append([shape, ctx, k, block_n, warps, stages, min_keys, got[0]])
     split_kv.MIN_KEYS_PER_SPLIT = default_min_keys
     print(table(["shape", "context", "K", "block_n", "warps", "stages", "min keys/split", "triton us"], rows))
 
 
-def _try_point(shape, ctx, k, **kernel_args) -> float | None:
-    """The kernel's µs at one point with these launch parameters; None for a config out of resources."""
+def _try_point(shape, ctx, k, **kernel_args) -> tuple[float, str] | None:
+    """The kernel's µs and error at one point with these launch parameters; None for a config out of resources."""
     try:
-        us, _ = run_point(shape, ctx, k, "bf16", with_peers=False, **kernel_args)
+        us, err = run_point(shape, ctx, k, "bf16", with_peers=False, **kernel_args)
     except Exception as e:  # noqa: BLE001 (an out-of-resources config: skip it)
         print(f"skip {shape} {ctx} {k} {kernel_args}: {type(e).__name__}: {e}"[:300])
         return None
-    return us["triton"]
+    return us["triton"], f"{err:.1e}"
 
 
 def sweep_layout(args) -> None:
     """How a verify block's work is cut, at the points of --shapes x --contexts x --k: rows per
     program (block_m: fewer rows, more query blocks, each reading the keys again) against splits
-    of the keys (more splits, more fp32 partials for the merge to read back), every pair, then the
-    tile, stages and warps varied one at a time around the best pair. A kernel's µs, captured
-    alone in a graph (so a replay's fixed cost is in every figure)."""
-    H_G = {shape: SHAPES[shape][0] // SHAPES[shape][1] for shape in SHAPES}
+    of the keys (more splits, more fp32 partials to merge), each merged by `_merge` or by the
+    block's last split (fused), then the tile, stages and warps varied one at a time around the
+    best. A kernel's µs, captured alone in a graph (a replay's fixed cost is in every figure)."""
     x = torch.zeros(1024, device="cuda")
     print(f"one tiny kernel, captured and replayed the same way: {bench_us(lambda: x.add_(1)):.1f} us", flush=True)
+    columns = ["shape", "context", "K", "block_m", "splits", "merge", "block_n", "stages", "warps", "triton us", "err"]
     rows = []
     for shape in args.shapes:
+        H, Hkv, _ = SHAPES[shape]
+        least = max(16, 1 << (H // Hkv - 1).bit_length())  # a block holds one query's G heads
         for ctx in args.contexts:
             for k in args.k:
-                least = max(16, 1 << (H_G[shape] - 1).bit_length())  # a block holds one query's G heads
-                best = None
+                point, best = [], None
                 for block_m in (m for m in (16, 32, 64, 128) if m >= least):
                     for splits in (None, 4, 8, 16, 32, 64):
-                        us = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits)
-                        if us is None:
-                            continue
-                        rows.append([shape, ctx, k, block_m, splits or "auto", 64, 2, "auto", us])
-                        if best is None or us < best[0]:
-                            best = (us, block_m, splits)
+                        for fused in (False, True):
+                            got = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits, fused_merge=fused)
+                            if got is None:
+                                continue
+                            us = got[0]
+                            point.append([shape, ctx, k, block_m, splits or "auto", "fused" if fused else "kernel",
+                                          64, 2, "auto", *got])
+                            if best is None or us < best[0]:
+                                best = (us, block_m, splits, fused)
                 if best is None:
                     continue
-                _, block_m, splits = best
+                _, block_m, splits, fused = best
                 for block_n, stages, warps in [(32, 2, None), (128, 2, None), (64, 1, None), (64, 3, None),
                                                (64, 2, 2), (64, 2, 4), (64, 2, 8)]:
-                    us = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits, block_n=block_n,
-                                    num_stages=stages, num_warps=warps)
-                    if us is not None:
-                        rows.append([shape, ctx, k, block_m, splits or "auto", block_n, stages, warps or "auto", us])
-                print(table(["shape", "context", "K", "block_m", "splits", "block_n", "stages", "warps", "triton us"],
-                            [r for r in rows if r[:3] == [shape, ctx, k]]), flush=True)
-    save_json("attention_layout.json", {"rows": rows})
+                    got = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits, fused_merge=fused,
+                                     block_n=block_n, num_stages=stages, num_warps=warps)
+                    if got is not None:
+                        point.append([shape, ctx, k, block_m, splits or "auto", "fused" if fused else "kernel",
+                                      block_n, stages, warps or "auto", *got])
+                print(table(columns, point), flush=True)
+                rows += point
+    save_json("attention_layout.json", {"columns": columns, "rows": rows})
 
 
 def main(argv=None) -> None:
