@@ -98,14 +98,11 @@ def variants(kv, slot_tables, q, q_positions, k_ctx, v_ctx, **kernel_args):
 def run_point(shape, context, k, kv_dtype, with_peers=True, **kernel_args):
     case = make_case(shape, context, k, kv_dtype)
     fns = variants(*case, **kernel_args)
+    out = fns["triton"]()
     ref = fns["ref"]()
-
-    def err() -> float:
-        return ((fns["triton"]().float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-
-    before = err()
+    err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
     us = {name: bench_us(fn) for name, fn in fns.items() if with_peers or name == "triton"}
-    return us, max(before, err())  # after the replays too: state a call leaves (merge tickets) must not matter
+    return us, err
 
 
 def sweep(args) -> None:
@@ -142,12 +139,12 @@ def _try_point(shape, ctx, k, **kernel_args) -> tuple[float, str] | None:
 def sweep_layout(args) -> None:
     """How a verify block's work is cut, at the points of --shapes x --contexts x --k: rows per
     program (block_m: fewer rows, more query blocks, each reading the keys again) against splits
-    of the keys (more splits, more fp32 partials to merge), each merged by `_merge` or by the
-    block's last split (fused), then the tile, stages and warps varied one at a time around the
-    best. A kernel's µs, captured alone in a graph (a replay's fixed cost is in every figure)."""
+    of the keys (more splits, more fp32 partials to merge), every pair, then the tile, stages and
+    warps varied one at a time around the best. A kernel's µs, captured alone in a graph (a
+    replay's fixed cost, printed first, is in every figure)."""
     x = torch.zeros(1024, device="cuda")
     print(f"one tiny kernel, captured and replayed the same way: {bench_us(lambda: x.add_(1)):.1f} us", flush=True)
-    columns = ["shape", "context", "K", "block_m", "splits", "merge", "block_n", "stages", "warps", "triton us", "err"]
+    columns = ["shape", "context", "K", "block_m", "splits", "block_n", "stages", "warps", "triton us", "err"]
     rows = []
     for shape in args.shapes:
         H, Hkv, _ = SHAPES[shape]
@@ -157,25 +154,19 @@ def sweep_layout(args) -> None:
                 point, best = [], None
                 for block_m in (m for m in (16, 32, 64, 128) if m >= least):
                     for splits in (None, 4, 8, 16, 32, 64):
-                        for fused in (False, True):
-                            got = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits, fused_merge=fused)
-                            if got is None:
-                                continue
-                            us = got[0]
-                            point.append([shape, ctx, k, block_m, splits or "auto", "fused" if fused else "kernel",
-                                          64, 2, "auto", *got])
-                            if best is None or us < best[0]:
-                                best = (us, block_m, splits, fused)
+                        got = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits)
+                        if got is not None:
+                            point.append([shape, ctx, k, block_m, splits or "auto", 64, 2, "auto", *got])
+                            best = min(best or (got[0], block_m, splits), (got[0], block_m, splits), key=lambda b: b[0])
                 if best is None:
                     continue
-                _, block_m, splits, fused = best
+                _, block_m, splits = best
                 for block_n, stages, warps in [(32, 2, None), (128, 2, None), (64, 1, None), (64, 3, None),
                                                (64, 2, 2), (64, 2, 4), (64, 2, 8)]:
-                    got = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits, fused_merge=fused,
-                                     block_n=block_n, num_stages=stages, num_warps=warps)
+                    got = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits, block_n=block_n,
+                                     num_stages=stages, num_warps=warps)
                     if got is not None:
-                        point.append([shape, ctx, k, block_m, splits or "auto", "fused" if fused else "kernel",
-                                      block_n, stages, warps or "auto", *got])
+                        point.append([shape, ctx, k, block_m, splits or "auto", block_n, stages, warps or "auto", *got])
                 print(table(columns, point), flush=True)
                 rows += point
     save_json("attention_layout.json", {"columns": columns, "rows": rows})

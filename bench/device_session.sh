@@ -82,6 +82,14 @@ job() {
       for s in 1.5b 7b; do $t 200 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf --no-eager --no-checks --profile; done ;;
     # The attention kernel's layouts at the batch-1 verify shapes (rows per program x splits, then tiles).
     attention_layout) $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 4096 --k 16 ;;
+    # Graph step times at 4k of the two batch-1 models, this tree and the one in .old/ in turn.
+    steps_ab) for run in "" in_old "" in_old; do for s in 0.5b 1.5b; do $run $t 150 python3 -m bench.step_time \
+      --shape qwen2.5-coder-$s --contexts 4096 --no-hf --no-eager --no-checks; done; done ;;
+    # The same levels as concurrency05_ab, this tree and .old/ once each.
+    concurrency05_ab1) for run in "" in_old; do $run $t 200 python3 -m bench.concurrency --levels 8 32 64 \
+      --cases 0 --modes "lookup K=16 +prediction"; done ;;
+    attention_layout2) $t 400 python3 -m bench.attention --sweep-layout --shapes 7b --contexts 4096 --k 16
+      $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 1024 16384 --k 16 ;;
     # The same for the graph step alone, the two batch-1 models (issue 35's kernel budget): no model needed.
     profile_graphs) for s in 0.5b 1.5b; do $t 150 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 \
       --no-hf --no-eager --no-checks --profile; done ;;

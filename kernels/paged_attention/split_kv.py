@@ -46,6 +46,10 @@ INT4_GROUP = 32
 MAX_SPLITS = 128
 # Fewest keys worth a split of their own (64 beat 32, 128, 256, 512 on the H200: bench.attention --sweep).
 MIN_KEYS_PER_SPLIT = 64
+# Rows of a query block where a few blocks fill a quarter of the GPU or less (a verify block at
+# batch 1): two programs of 64 rows share each split's keys where one of 128 held them all (H100,
+# K=16 at 4k: 0.5B 15.4 -> 13.7 µs, 1.5B 17.5 -> 16.1; bench.attention --sweep-layout).
+FEW_PROGRAMS_ROWS = 64
 
 
 @triton.jit
@@ -95,14 +99,14 @@ def _load_int4_keys(ptr, par_ptr, slot, h, half, kmask, stride_s, stride_h, stri
 @triton.jit(do_not_specialize=["stride_tb", "stride_pb", "stride_ps", "stride_pt", "stride_ls", "stride_lt",
                                "uniform_q_len", "num_q_blocks", "num_splits", "window"])
 def _attn_split(
-    Q, K, V, KS, VS, KW, VW, WOF, SLOTS, QPOS, QSTART, O, OPART, LSE, TICKETS,
+    Q, K, V, KS, VS, KW, VW, WOF, SLOTS, QPOS, QSTART, O, OPART, LSE,
     stride_qt, stride_qh, stride_ks, stride_kh, stride_ss, stride_sh, stride_kbs, stride_kbh, stride_ws, stride_wh,
     stride_tb, stride_pb,
     stride_ot, stride_oh, stride_ps, stride_pt, stride_ph, stride_ls, stride_lt,
     uniform_q_len, num_q_blocks, num_splits, scale_log2, window,
     G: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, FORMAT: tl.constexpr, VARLEN: tl.constexpr, HAS_WINDOW: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
-    DOT_FP32: tl.constexpr, FIXED_SPLIT: tl.constexpr, FUSED_MERGE: tl.constexpr,
+    DOT_FP32: tl.constexpr, FIXED_SPLIT: tl.constexpr,
 ):
     b = tl.program_id(0) // num_q_blocks
     qblock = tl.program_id(0) % num_q_blocks
@@ -219,34 +223,6 @@ def _attn_split(
         tl.store(part + ch1[None, :], acc1, mask=valid[:, None])
         lse = tl.where(l > 0, m + tl.log2(tl.where(l > 0, l, 1.0)), float("-inf"))  # log2 domain
         tl.store(LSE + split * stride_ls + tok * stride_lt + head, lse, mask=valid)
-        if FUSED_MERGE:
-            # The block's last split to finish merges all of them, in split order, and resets the
-            # block's ticket for the next call. The barrier and the atomic's release make this
-            # program's stores visible before its ticket counts; the acquire, and loads that skip
-            # L1 (.cg), make the other splits' visible to the merging one.
-            tl.debug_barrier()
-            ticket = TICKETS + tl.program_id(0) * tl.num_programs(1) + h
-            if tl.atomic_add(ticket, 1, sem="acq_rel") == num_splits - 1:
-                top = tl.full([BLOCK_M], float("-inf"), tl.float32)
-                for i in range(num_splits):
-                    top = tl.maximum(top, tl.load(LSE + i * stride_ls + tok * stride_lt + head, mask=valid,
-                                                  other=float("-inf"), cache_modifier=".cg"))
-                top = tl.where(top == float("-inf"), 0.0, top)
-                total = tl.zeros([BLOCK_M], tl.float32)
-                merged0 = tl.zeros([BLOCK_M, D // 2], tl.float32)
-                merged1 = tl.zeros([BLOCK_M, D // 2], tl.float32)
-                for i in range(num_splits):
-                    w = tl.exp2(tl.load(LSE + i * stride_ls + tok * stride_lt + head, mask=valid,
-                                        other=float("-inf"), cache_modifier=".cg") - top)  # empty splits weigh 0
-                    rows_i = OPART + i * stride_ps + tok[:, None] * stride_pt + head[:, None] * stride_ph
-                    merged0 += tl.load(rows_i + ch0[None, :], mask=valid[:, None], other=0.0, cache_modifier=".cg") * w[:, None]
-                    merged1 += tl.load(rows_i + ch1[None, :], mask=valid[:, None], other=0.0, cache_modifier=".cg") * w[:, None]
-                    total += w
-                norm = 1.0 / tl.where(total > 0, total, 1.0)
-                out_rows = O + tok[:, None] * stride_ot + head[:, None] * stride_oh
-                tl.store(out_rows + ch0[None, :], (merged0 * norm[:, None]).to(O.dtype.element_ty), mask=valid[:, None])
-                tl.store(out_rows + ch1[None, :], (merged1 * norm[:, None]).to(O.dtype.element_ty), mask=valid[:, None])
-                tl.store(ticket, 0)
     else:
         out = O + tok[:, None] * stride_ot + head[:, None] * stride_oh
         tl.store(out + ch0[None, :], acc0.to(O.dtype.element_ty), mask=valid[:, None])
@@ -291,25 +267,14 @@ def _sm_count(device: torch.device) -> int:
 
 def choose_splits(programs: int, width: int, device: torch.device) -> int:
     """Splits per (sequence, query block, KV head) so that about two waves of programs run, each
-    with at least MIN_KEYS_PER_SPLIT keys of the slot table's `width`."""
+    with at least MIN_KEYS_PER_SPLIT keys of the slot table's `width`; a power of two, since
+    `_merge` reads a tile of the next power of two (33 splits cost it 64's: the 7B's verify block
+    at 4k, 22.5 against 19.9 µs with 32 on the H100)."""
     sms = _sm_count(device)
     if programs >= sms:
         return 1
-    return max(1, min(triton.cdiv(2 * sms, programs), triton.cdiv(width, MIN_KEYS_PER_SPLIT), MAX_SPLITS))
-
-
-def merge_tickets(kv, blocks: int) -> torch.Tensor | None:
-    """One int32 counter per (sequence, query block, KV head), kept on the layer's cache (`kv`),
-    all zero between calls: a fused merge's splits count themselves in, and the last resets it.
-    One set per layer, so that two models' steps on two streams never share one. None where a
-    graph capture would need a larger set than the layer has (the separate merge runs then)."""
-    tickets = getattr(kv, "merge_tickets", None)
-    if tickets is None or tickets.numel() < blocks:
-        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-            return None
-        tickets = torch.zeros(max(blocks, 256), dtype=torch.int32, device=kv.k.device)
-        kv.merge_tickets = tickets
-    return tickets
+    splits = max(1, min(triton.cdiv(2 * sms, programs), triton.cdiv(width, MIN_KEYS_PER_SPLIT), MAX_SPLITS))
+    return 1 << (splits.bit_length() - 1)
 
 
 def paged_attention_triton(
@@ -326,7 +291,6 @@ def paged_attention_triton(
     num_warps: int | None = None,
     num_stages: int = 2,
     invariant: bool = False,  # each query's output independent of the others and of S (see above)
-    fused_merge: bool = False,  # the splits merged by each block's last one, not by `_merge` (see merge_tickets)
 ) -> torch.Tensor:  # [T, H, D]
     T, H, D = q.shape
     B, S = slot_tables.shape
@@ -363,6 +327,8 @@ def paged_attention_triton(
         block_m, num_splits = widest, triton.cdiv(S, KEY_CHUNK)
     elif block_m is None:
         block_m = min(widest, max(16, triton.next_power_of_2(max_q * G)))
+        if B * triton.cdiv(max_q, block_m // G) * Hkv <= _sm_count(q.device) // 4:
+            block_m = min(block_m, FEW_PROGRAMS_ROWS)
     block_m = max(block_m, triton.next_power_of_2(G))
     num_q_blocks = triton.cdiv(max_q, block_m // G)
     if not invariant:
@@ -374,7 +340,6 @@ def paged_attention_triton(
 
     out = torch.empty_like(q)
     split = num_splits > 1 or invariant
-    tickets = merge_tickets(kv, B * num_q_blocks * Hkv) if split and fused_merge and not invariant else None
     if split:
         o_part = torch.empty(num_splits, T, H, D, dtype=torch.float32, device=q.device)
         lse = torch.empty(num_splits, T, H, dtype=torch.float32, device=q.device)
@@ -385,7 +350,6 @@ def paged_attention_triton(
         Q=q, K=k_cache, V=v_cache, KS=k_scale, VS=v_scale, KW=k_window, VW=v_window, WOF=window_of,
         SLOTS=slot_tables, QPOS=q_positions,
         QSTART=query_starts if query_starts is not None else slot_tables, O=out, OPART=o_part, LSE=lse,
-        TICKETS=tickets if tickets is not None else slot_tables,
         stride_qt=q.stride(0), stride_qh=q.stride(1), stride_ks=k_cache.stride(0), stride_kh=k_cache.stride(1),
         stride_ss=v_scale.stride(0), stride_sh=v_scale.stride(1), stride_kbs=k_scale.stride(0),
         stride_kbh=k_scale.stride(1), stride_ws=k_window.stride(0), stride_wh=k_window.stride(1),
@@ -400,9 +364,9 @@ def paged_attention_triton(
         SPLIT=split, BLOCK_M=block_m, BLOCK_N=block_n,
         PRECISION="ieee" if q.dtype == torch.float32 else None,
         DOT_FP32=q.dtype == torch.bfloat16 and q.device.type != "cuda", FIXED_SPLIT=KEY_CHUNK if invariant else 0,
-        FUSED_MERGE=tickets is not None, num_warps=num_warps, num_stages=num_stages,
+        num_warps=num_warps, num_stages=num_stages,
     )
-    if split and tickets is None:
+    if split:
         _merge[(T, H)](
             OPART=o_part, LSE=lse, O=out, num_splits=num_splits,
             stride_ps=o_part.stride(0), stride_pt=o_part.stride(1), stride_ph=o_part.stride(2),
