@@ -20,7 +20,7 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, pull05, spec60, apply60, ahead60, ahead15, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -97,6 +97,9 @@ job() {
     # The 60 apply cases with the next step planned ahead off and on, alternating (one lease, one process each).
     ahead60) for a in 0 1 0 1; do EDITAPPLY_PLAN_AHEAD=$a $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
       --plot $RES/ahead60_$a --configs "lookup K=16 +prediction" && cp $RES/spec_decode_cuda.json $RES/ahead60_${a}_$(date +%s).json; done ;;
+    # The 1.5B on the 60 apply cases, lookup, this tree and .old/ in turn.
+    apply15_ab) for run in "" in_old; do $run $t 200 python3 -m bench.drafters --limit 60 --max-tokens 2048 \
+      --workloads apply --drafters lookup; done ;;
     # The 1.5B on the 60 apply cases, lookup, planned ahead off and on, alternating.
     ahead15) for a in 0 1 0 1; do EDITAPPLY_PLAN_AHEAD=$a $t 150 python3 -m bench.drafters --limit 60 --max-tokens 2048 \
       --workloads apply --drafters lookup; done ;;

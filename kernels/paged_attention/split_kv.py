@@ -277,6 +277,21 @@ def choose_splits(programs: int, width: int, device: torch.device) -> int:
     return 1 << (splits.bit_length() - 1)
 
 
+def widest_block(D: int) -> int:
+    """The most rows a program holds: 128, or 64 past a head dim of 128 (registers)."""
+    return 128 if D <= 128 else 64
+
+
+def choose_block_m(B: int, max_q: int, G: int, Hkv: int, D: int, device: torch.device) -> int:
+    """Rows of a query block (queries x the G heads of a KV head): the whole block of queries, 16
+    to `widest_block`; at most FEW_PROGRAMS_ROWS where the blocks would number a quarter of the
+    SMs or fewer (a verify block at batch 1)."""
+    block_m = min(widest_block(D), max(16, triton.next_power_of_2(max_q * G)))
+    if B * triton.cdiv(max_q, max(1, block_m // G)) * Hkv <= _sm_count(device) // 4:
+        block_m = min(block_m, FEW_PROGRAMS_ROWS)
+    return block_m
+
+
 def paged_attention_triton(
     q: torch.Tensor,  # [T, H, D]: the step's queries, sequence after sequence
     kv,  # the layer's cache: .k, .v [slots, Hkv, D] (int4: D/2 bytes), .format, .k_scale, .v_scale (int4: and its window)
@@ -322,13 +337,10 @@ def paged_attention_triton(
         assert query_starts.shape == (B + 1,) and query_starts.dtype == torch.int32
         q_len, max_q = 0, q_positions.shape[1]
 
-    widest = 128 if D <= 128 else 64
     if invariant:
-        block_m, num_splits = widest, triton.cdiv(S, KEY_CHUNK)
+        block_m, num_splits = widest_block(D), triton.cdiv(S, KEY_CHUNK)
     elif block_m is None:
-        block_m = min(widest, max(16, triton.next_power_of_2(max_q * G)))
-        if B * triton.cdiv(max_q, block_m // G) * Hkv <= _sm_count(q.device) // 4:
-            block_m = min(block_m, FEW_PROGRAMS_ROWS)
+        block_m = choose_block_m(B, max_q, G, Hkv, D, q.device)
     block_m = max(block_m, triton.next_power_of_2(G))
     num_q_blocks = triton.cdiv(max_q, block_m // G)
     if not invariant:

@@ -98,6 +98,32 @@ def test_splits(num_splits):
     check([5, 5, 5], [200, 17, 5], G=2, num_splits=num_splits, block_n=16)
 
 
+def test_launch_layout(monkeypatch):
+    """A verify block at batch 1 runs as query blocks of 64 rows on a GPU of 132 SMs, a batch of
+    64 as blocks of 128 (split_kv.choose_block_m); splits are a power of two, within MAX_SPLITS."""
+    from kernels.paged_attention import split_kv
+
+    monkeypatch.setattr(split_kv, "_sm_count", lambda device: 132)
+    cpu = torch.device("cpu")
+    assert split_kv.choose_block_m(1, 16, 7, 2, 64, cpu) == 64  # the 0.5B
+    assert split_kv.choose_block_m(1, 16, 6, 2, 128, cpu) == 64  # the 1.5B
+    assert split_kv.choose_block_m(64, 16, 7, 2, 64, cpu) == 128
+    assert split_kv.choose_block_m(1, 1, 7, 2, 64, cpu) == 16  # a decode token
+    assert split_kv.choose_block_m(1, 512, 7, 2, 64, cpu) == 128  # a prefill chunk
+    for programs in (1, 2, 4, 8, 33, 100, 131):
+        for width in (16, 1000, 4608, 1 << 15):
+            n = split_kv.choose_splits(programs, width, cpu)
+            assert n & (n - 1) == 0 and 1 <= n <= split_kv.MAX_SPLITS, (programs, width, n)
+    assert split_kv.choose_splits(4, 4608, cpu) == 64 and split_kv.choose_splits(132, 4608, cpu) == 1
+
+
+@pytest.mark.parametrize("G,D", [(7, 64), (6, 128)])
+def test_one_sequence_verify_block_in_64_row_blocks(G, D):
+    # the interpreter's 8 SMs: one sequence's 16 queries over 2 KV heads take the 64-row blocks,
+    # so the block of queries is cut in two (9 + 7 or 10 + 6 queries) and both read every split
+    check([16], [300], D=D, G=G, dtype=torch.bfloat16)
+
+
 @pytest.mark.parametrize("window", [1, 7, 40])
 @pytest.mark.parametrize("Tq", [1, 16])
 def test_sliding_window(window, Tq):
