@@ -15,7 +15,8 @@ which flushes the L2 cache between runs (a layer's KV is not in L2 when the laye
 table is scattered (blocks of 16 in random order). "err" is max |triton - ref| / max |ref|.
 
     python -m bench.attention [--shapes 0.5b 1.5b 7b] [--contexts 1024 4096 16384] [--k 1 16]
-                              [--kv-dtypes bf16 fp8 int8 int4] [--sweep | --sweep-layout]
+                              [--kv-dtypes bf16 fp8 int8 int4]
+                              [--sweep | --sweep-layout | --sweep-prefill]
 """
 
 from __future__ import annotations
@@ -172,6 +173,28 @@ def sweep_layout(args) -> None:
     save_json("attention_layout.json", {"columns": columns, "rows": rows})
 
 
+def sweep_prefill(args) -> None:
+    """A prompt chunk's launch parameters at the points of --shapes x --contexts (a first chunk:
+    K = the context): rows per program, key tile, warps and stages, every combination, against
+    SDPA on a contiguous bf16 cache. µs per call as in the other sweeps."""
+    import itertools
+
+    columns = ["shape", "chunk", "block_m", "block_n", "warps", "stages", "triton us", "sdpa us", "err"]
+    rows = []
+    for shape in args.shapes:
+        for ctx in args.contexts:
+            case = make_case(shape, ctx, ctx, "bf16")
+            sdpa = bench_us(variants(*case)["sdpa"])
+            point = []
+            for block_m, block_n, warps, stages in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3)):
+                got = _try_point(shape, ctx, ctx, block_m=block_m, block_n=block_n, num_warps=warps, num_stages=stages)
+                if got is not None:
+                    point.append([shape, ctx, block_m, block_n, warps, stages, got[0], sdpa, got[1]])
+            print(table(columns, point), flush=True)
+            rows += point
+    save_json("attention_prefill.json", {"columns": columns, "rows": rows})
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
@@ -180,6 +203,7 @@ def main(argv=None) -> None:
     ap.add_argument("--kv-dtypes", nargs="+", default=["bf16", "fp8", "int8", "int4"])
     ap.add_argument("--sweep", action="store_true", help="only the launch-parameter sweep")
     ap.add_argument("--sweep-layout", action="store_true", help="only the rows-per-program x splits sweep")
+    ap.add_argument("--sweep-prefill", action="store_true", help="only the prompt chunks' launch-parameter sweep")
     args = ap.parse_args(argv)
     assert torch.cuda.is_available(), "a CUDA device is needed"
     if args.sweep:
@@ -187,6 +211,9 @@ def main(argv=None) -> None:
         return
     if args.sweep_layout:
         sweep_layout(args)
+        return
+    if args.sweep_prefill:
+        sweep_prefill(args)
         return
 
     rows, results = [], []

@@ -20,7 +20,7 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -88,6 +88,10 @@ job() {
     # The same levels as concurrency05_ab, this tree and .old/ once each.
     concurrency05_ab1) for run in "" in_old; do $run $t 200 python3 -m bench.concurrency --levels 8 32 64 \
       --cases 0 --modes "lookup K=16 +prediction"; done ;;
+    # The small projections (q|k|v, o) at 16 rows: cuBLAS against Triton tiles.
+    linear_small) $t 300 python3 -m bench.linear_small ;;
+    # A first prompt chunk's launch parameters (2k and 4k), against SDPA.
+    attention_prefill) $t 400 python3 -m bench.attention --sweep-prefill --shapes 0.5b 1.5b --contexts 2048 4096 ;;
     attention_layout2) $t 400 python3 -m bench.attention --sweep-layout --shapes 7b --contexts 4096 --k 16
       $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 1024 16384 --k 16 ;;
     # The same for the graph step alone, the two batch-1 models (issue 35's kernel budget): no model needed.
