@@ -20,7 +20,8 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
+# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
+# attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -80,6 +81,9 @@ job() {
     profile)
       $t 200 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-checks --profile
       for s in 1.5b 7b; do $t 200 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf --no-eager --no-checks --profile; done ;;
+    # The same for the graph step alone, the two batch-1 models (issue 35's kernel budget): no model needed.
+    profile_graphs) for s in 0.5b 1.5b; do $t 150 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 \
+      --no-hf --no-eager --no-checks --profile; done ;;
     # The attention kernel's layouts at the batch-1 verify shapes (rows per program x splits, then tiles).
     attention_layout) $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 4096 --k 16 ;;
     # Graph step times at 4k of the two batch-1 models, this tree and the one in .old/ in turn.
@@ -92,11 +96,9 @@ job() {
     linear_small) $t 300 python3 -m bench.linear_small ;;
     # A first prompt chunk's launch parameters (2k and 4k), against SDPA.
     attention_prefill) $t 400 python3 -m bench.attention --sweep-prefill --shapes 0.5b 1.5b --contexts 2048 4096 ;;
+    # The same layouts at the 7B's point and at 1k and 16k.
     attention_layout2) $t 400 python3 -m bench.attention --sweep-layout --shapes 7b --contexts 4096 --k 16
       $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 1024 16384 --k 16 ;;
-    # The same for the graph step alone, the two batch-1 models (issue 35's kernel budget): no model needed.
-    profile_graphs) for s in 0.5b 1.5b; do $t 150 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 \
-      --no-hf --no-eager --no-checks --profile; done ;;
     apply60) $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/spec60 --configs "lookup K=16 +prediction" ;;
     # The 60 apply cases with the next step planned ahead off and on, alternating (one lease, one process each).
     ahead60) for a in 0 1 0 1; do EDITAPPLY_PLAN_AHEAD=$a $t 150 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
