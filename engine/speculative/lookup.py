@@ -115,40 +115,47 @@ class SortedIndex:
         return self.ends[lo:hi].tolist() if hi > lo else None
 
 
+def sorted_indexes(tokens: Sequence[int], keys: tuple[int, ...]) -> list[SortedIndex]:
+    """A `SortedIndex` of `tokens` for each n-gram length of `keys`, over one conversion to an array."""
+    array = np.asarray(tokens, dtype=np.uint64)
+    return [SortedIndex(array, n) for n in keys]
+
+
 class IndexCache:
     """Read-only n-gram indexes of large sources, shared between requests (LRU).
 
     "Load a document once, ask many questions": the documents of RAG requests, and the file of
     repeated applies to it, come back request after request; an 8k-token document's two indexes
     cost ~1 ms to build. Sources shorter than `min_tokens` are indexed afresh (the cache would cost
-    more than it saves). Entries are keyed by the tokens themselves (hash, then
-    equality on a hit), so a hit is always the right index. Only sources that never grow use it.
+    more than it saves). Entries are keyed by the n-gram lengths and the tokens themselves (hash,
+    then equality on a hit), so a hit is always the right indexes. Only sources that never grow use it.
     """
 
     def __init__(self, max_entries: int = 16, min_tokens: int = 1024):
         self.max_entries, self.min_tokens = max_entries, min_tokens
-        self._entries: OrderedDict[tuple, tuple[tuple[int, ...], SortedIndex]] = OrderedDict()
+        self._entries: OrderedDict[tuple, tuple[tuple[int, ...], list[SortedIndex]]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get(self, tokens: list[int], n: int) -> SortedIndex:
+    def get(self, tokens: list[int], keys: tuple[int, ...]) -> list[SortedIndex]:
+        """`sorted_indexes(tokens, keys)`, built once for equal tokens and keys."""
         if len(tokens) < self.min_tokens:
-            return SortedIndex(tokens, n)
+            return sorted_indexes(tokens, keys)
         frozen = tuple(tokens)
-        key = (n, len(frozen), hash(frozen))
+        key = (keys, len(frozen), hash(frozen))
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] == frozen:
                 self._entries.move_to_end(key)
                 self.hits += 1
                 return entry[1]
-        index = SortedIndex(tokens, n)
+        indexes = sorted_indexes(tokens, keys)
         with self._lock:
             self.misses += 1
-            self._entries[key] = (frozen, index)
+            self._entries[key] = (frozen, indexes)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
-        return index
+        return indexes
 
 
 SHARED_INDEXES = IndexCache()
@@ -338,11 +345,9 @@ class _Source:
         if self._indexes is None:
             if self.grows:
                 self._indexes = [(n, GrowingIndex(n)) for n in self.keys]
-            elif self._cache:
-                self._indexes = [(n, self._cache.get(self.tokens, n)) for n in self.keys]
             else:
-                tokens = np.asarray(self.tokens, dtype=np.uint64)
-                self._indexes = [(n, SortedIndex(tokens, n)) for n in self.keys]
+                indexes = self._cache.get(self.tokens, self.keys) if self._cache else sorted_indexes(self.tokens, self.keys)
+                self._indexes = list(zip(self.keys, indexes))
         if self.grows and self._indexed < len(self.tokens):  # the positions after the last one indexed
             for _, index in self._indexes:
                 index.extend(self.tokens)

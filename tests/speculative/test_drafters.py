@@ -424,19 +424,20 @@ def test_find_anchor_with_colliding_hashes_equals_brute_force():
 def test_index_cache_shares_the_index_of_an_identical_long_source():
     cache = IndexCache(max_entries=2, min_tokens=8)
     doc = [random.Random(0).randrange(50) for _ in range(40)]
-    first = cache.get(doc, 2)
-    assert as_dict(first, doc) == index_ngrams(doc, 2)
-    assert cache.get(list(doc), 2) is first and cache.hits == 1  # equal tokens: the same index
+    first = cache.get(doc, (4, 2))
+    assert [as_dict(index, doc) for index in first] == [index_ngrams(doc, 4), index_ngrams(doc, 2)]
+    assert cache.get(list(doc), (4, 2)) is first and cache.hits == 1  # equal tokens: the same indexes
     changed = doc[:-1] + [99]
-    assert cache.get(changed, 2) is not first and as_dict(cache.get(changed, 2), changed) == index_ngrams(changed, 2)
-    assert as_dict(cache.get(doc, 3), doc) == index_ngrams(doc, 3)  # the n-gram length is part of the key
-    assert cache.get(doc, 2) is not first  # the LRU held two entries: the first one was evicted
+    assert cache.get(changed, (4, 2)) is not first
+    assert as_dict(cache.get(changed, (4, 2))[1], changed) == index_ngrams(changed, 2)
+    assert as_dict(cache.get(doc, (3,))[0], doc) == index_ngrams(doc, 3)  # the n-gram lengths are part of the key
+    assert cache.get(doc, (4, 2)) is not first  # the LRU held two entries: the first one was evicted
 
 
 def test_index_cache_indexes_short_sources_afresh():
     cache = IndexCache(min_tokens=100)
     toks = [1, 2, 3, 1, 2]
-    assert cache.get(toks, 2) is not cache.get(toks, 2) and cache.hits == cache.misses == 0
+    assert cache.get(toks, (2,))[0] is not cache.get(toks, (2,))[0] and cache.hits == cache.misses == 0
 
 
 def test_drafts_from_a_cached_document_equal_drafts_from_a_fresh_index(monkeypatch):
