@@ -1,7 +1,7 @@
 """The verify step's small projections at 16 rows: cuBLAS against a Triton tile kernel, by tile.
 
 The batch-1 step of the 0.5B and 1.5B spends ~200-300 µs a step in the attention's q|k|v and o
-projections, cuBLAS kernels that read their weights at 1-2 TB/s (bench/RESULTS.md, "Verify step
+projections, cuBLAS kernels that read their weights at 0.4-1.1 TB/s (bench/RESULTS.md, "Verify step
 against the weight-read floor"). Whether a Triton kernel with one output tile per program and
 the whole K in each (kernels/invariant_linear's, its tile shape varied here) reads them faster is
 what this measures, before a kernel is written for the engine. Each call is captured alone in a

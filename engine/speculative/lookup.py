@@ -346,7 +346,8 @@ class _Source:
             if self.grows:
                 self._indexes = [(n, GrowingIndex(n)) for n in self.keys]
             else:
-                indexes = self._cache.get(self.tokens, self.keys) if self._cache else sorted_indexes(self.tokens, self.keys)
+                build = self._cache.get if self._cache else sorted_indexes
+                indexes = build(self.tokens, self.keys)
                 self._indexes = list(zip(self.keys, indexes))
         if self.grows and self._indexed < len(self.tokens):  # the positions after the last one indexed
             for _, index in self._indexes:
