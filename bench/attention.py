@@ -25,7 +25,7 @@ import argparse
 
 import torch
 
-from bench.common import header, save_json, table
+from bench.common import bench_us, header, save_json, table
 
 SHAPES = {"0.5b": (14, 2, 64), "1.5b": (12, 2, 128), "7b": (28, 4, 128)}  # query heads, KV heads, head dim
 BLOCK = 16
@@ -46,26 +46,6 @@ def make_case(shape: str, context: int, k: int, kv_dtype: str, seed: int = 0):
     q = torch.randn(k, H, D, device="cuda", generator=g, dtype=torch.bfloat16)
     q_positions = torch.arange(context - k, context, device="cuda")[None]
     return kv, slot_tables.contiguous(), q, q_positions, k_ctx, v_ctx
-
-
-def graphed(fn):
-    """fn captured in a CUDA graph (after a warm-up run); returns the replay and fn's output."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = fn()
-    return g.replay, out
-
-
-def bench_us(fn) -> float:
-    from triton.testing import do_bench
-
-    replay, _ = graphed(fn)
-    return do_bench(replay, warmup=10, rep=60, return_mode="median") * 1000
 
 
 def variants(kv, slot_tables, q, q_positions, k_ctx, v_ctx, **kernel_args):

@@ -104,3 +104,26 @@ def teacher_forced_logits(runner, ids: list[int], chunk: int) -> torch.Tensor:
         seq.num_cached += len(feed)
     runner.kv.blocks.release(seq.block_table)
     return torch.cat(rows)
+
+
+def graphed(fn):
+    """fn captured in a CUDA graph (after a warm-up run); returns the replay and fn's output."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn()
+    return g.replay, out
+
+
+def bench_us(fn) -> float:
+    """µs of one replay of fn captured alone in a CUDA graph, the median of triton's do_bench,
+    which flushes the L2 cache between replays (a layer's weights and KV are not in L2 when the
+    layer runs). The kernel micro-benchmarks' timer (bench.attention, int8_head, linear_small)."""
+    from triton.testing import do_bench
+
+    replay, _ = graphed(fn)
+    return do_bench(replay, warmup=10, rep=60, return_mode="median") * 1000

@@ -8,7 +8,7 @@ same in both runs.
 Time (`--micro`, CUDA): the lm_head alone for M rows (1, 16, 128) in the model's dtype: the float
 matmul the engine runs without the switch, the Triton int8 kernel (a few block sizes), and the
 chunked reference, each captured in a CUDA graph (as the engine runs them) and timed with
-`triton.testing.do_bench` (bench/attention.py).
+`triton.testing.do_bench` (bench/common.py `bench_us`).
 
     python -m bench.int8_head [--model qwen2.5-coder-0.5b] [--limit 3]
     python -m bench.int8_head --micro [--shape qwen2.5-coder-1.5b]
@@ -70,7 +70,7 @@ def quality(args) -> None:
 
 
 def micro(args) -> None:
-    from bench.attention import bench_us
+    from bench.common import bench_us
     from bench.step_time import SHAPES
     from kernels.int8_linear import linear_int8, quantize_rows
     from kernels.int8_linear.weight_only import linear_int8_triton

@@ -19,8 +19,7 @@ import itertools
 
 import torch
 
-from bench.attention import bench_us
-from bench.common import header, save_json, table
+from bench.common import bench_us, header, save_json, table
 
 # (model, projection, N, K, bias): Qwen2.5-Coder's q|k|v (with bias) and o of one layer
 SHAPES = [("0.5B", "qkv", 1152, 896, True), ("0.5B", "o", 896, 896, False),
