@@ -128,17 +128,16 @@ def sweep_layout(args) -> None:
     columns = ["shape", "context", "K", "block_m", "splits", "block_n", "stages", "warps", "triton us", "err"]
     rows = []
     for shape in args.shapes:
-        H, Hkv, _ = SHAPES[shape]
-        least = max(16, 1 << (H // Hkv - 1).bit_length())  # a block holds one query's G heads
         for ctx in args.contexts:
             for k in args.k:
                 point, best = [], None
-                for block_m in (m for m in (16, 32, 64, 128) if m >= least):
+                for block_m in (16, 32, 64, 128):  # every G here fits a block of 16 rows
                     for splits in (None, 4, 8, 16, 32, 64):
                         got = _try_point(shape, ctx, k, block_m=block_m, num_splits=splits)
                         if got is not None:
                             point.append([shape, ctx, k, block_m, splits or "auto", 64, 2, "auto", *got])
-                            best = min(best or (got[0], block_m, splits), (got[0], block_m, splits), key=lambda b: b[0])
+                            if best is None or got[0] < best[0]:
+                                best = (got[0], block_m, splits)
                 if best is None:
                     continue
                 _, block_m, splits = best
