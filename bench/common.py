@@ -6,7 +6,9 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -127,3 +129,23 @@ def bench_us(fn) -> float:
 
     replay, _ = graphed(fn)
     return do_bench(replay, warmup=10, rep=60, return_mode="median") * 1000
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One speculation setting of the speed benchmarks, named as their tables name it: "plain"
+    (no drafts, K=1), or "<drafter> K=<n>" with "+prediction" where the deterministic merge is a
+    draft source ("lookup K=32 +prediction", "hybrid K=16 +prediction", "pld K=16")."""
+
+    drafter: str  # EngineConfig.drafter
+    k: int  # verify_tokens: positions verified per step
+    prediction: bool
+
+    @classmethod
+    def parse(cls, name: str) -> "Mode":
+        if name == "plain":
+            return cls("none", 1, False)
+        m = re.fullmatch(r"(\S+) K=(\d+)( \+prediction)?", name)
+        if not m or not 2 <= int(m[2]) <= 64:
+            raise ValueError(f"a mode is 'plain' or '<drafter> K=<2..64>[ +prediction]', not {name!r}")
+        return cls(m[1], int(m[2]), bool(m[3]))

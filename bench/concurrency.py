@@ -24,7 +24,7 @@ import pstats
 import time
 from dataclasses import asdict
 
-from bench.common import header, load_dev, save_json, table
+from bench.common import Mode, header, load_dev, save_json, table
 from bench.spec_decode import build_cases
 from engine.config import EngineConfig
 from engine.engine import LLMEngine, StepTimes
@@ -32,8 +32,9 @@ from engine.loader.registry import PRESETS
 from engine.types import SamplingParams
 from engine.types import Request
 
-MODES = {"plain": ("none", 1), "lookup K=16 +prediction": ("lookup", 16),
-         "hybrid K=16 +prediction": ("hybrid", 16)}  # hybrid: lookup + the draft model (engine/speculative/hybrid.py)
+# bench.common.Mode names; hybrid: lookup + the draft model (engine/speculative/hybrid.py). Any
+# other K as well ("lookup K=32 +prediction"): each K runs on its own engine, whose graphs are its.
+MODES = ["plain", "lookup K=16 +prediction", "hybrid K=16 +prediction"]
 
 
 def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int, max_tokens: int,
@@ -93,48 +94,55 @@ def main(argv=None) -> None:
     ap.add_argument("--max-tokens", type=int, default=0, help="cap each request's output (0 = the whole file)")
     ap.add_argument("--cases", type=int, default=0, help="dev cases to cycle through (0 = all)")
     ap.add_argument("--rounds", type=int, default=1, help="requests per slot at each level (n * rounds in all)")
-    ap.add_argument("--modes", nargs="+", default=list(MODES)[:2], choices=list(MODES),
+    ap.add_argument("--modes", nargs="+", default=MODES[:2], type=lambda name: Mode.parse(name) and name,
                     help="a mode named twice runs twice, alternating (run-to-run noise shows)")
     ap.add_argument("--draft-model", default=None, help="for the hybrid mode (default: the model preset's pair)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after the timed runs, one more of each mode under cProfile: its N costliest functions")
     args = ap.parse_args(argv)
+    modes = {name: Mode.parse(name) for name in args.modes}
     draft = ""
-    if "hybrid K=16 +prediction" in args.modes:
+    if any(mode.drafter == "hybrid" for mode in modes.values()):
         draft = args.draft_model or PRESETS[args.model].draft
     results, rows, profiles = {}, [], {}
     top = max(args.levels)
     # No prefix caching: both modes pay every prefill (the plain run must not warm the spec run).
-    engine = LLMEngine(EngineConfig.from_env(model=args.model, max_num_seqs=top,
-                                             enable_prefix_caching=False, draft_model=draft))
-    cases = build_cases(engine.tokenizer, load_dev(args.cases or None))
+    cfg = EngineConfig.from_env(model=args.model, max_num_seqs=top, enable_prefix_caching=False, draft_model=draft)
+    engines, engine_of = {}, {}  # verify block K -> its engine; plain runs on the default K's
+    for name, mode in modes.items():
+        k = mode.k if mode.k > 1 else cfg.verify_tokens
+        if k not in engines:
+            engines[k] = LLMEngine(cfg.model_copy(update={"verify_tokens": k}))
+        engine_of[name] = engines[k]
+    cases = build_cases(engine_of[args.modes[0]].tokenizer, load_dev(args.cases or None))
     cases.sort(key=lambda c: len(c["prompt_ids"]))
     cap = lambda c: min(c["max_tokens"], args.max_tokens) if args.max_tokens else c["max_tokens"]
-    engine.warmup(max(len(c["prompt_ids"]) + cap(c) for c in cases), list(range(1, top + 1)))
+    for e in engines.values():
+        e.warmup(max(len(c["prompt_ids"]) + cap(c) for c in cases), list(range(1, top + 1)))
     for n in args.levels:
-        engine.scheduler.max_num_seqs = n
-        if engine.cfg.torch_device.type == "cuda":  # Triton compiles per batch shape: not in any mode's time
-            for mode in dict.fromkeys(args.modes):
-                run_level(engine, cases, n, *MODES[mode], 16)
-        for mode in args.modes:
-            drafter, k = MODES[mode]
+        for e in engines.values():
+            e.scheduler.max_num_seqs = n
+        if cfg.torch_device.type == "cuda":  # Triton compiles per batch shape: not in any mode's time
+            for name in dict.fromkeys(args.modes):
+                run_level(engine_of[name], cases, n, modes[name].drafter, modes[name].k, 16)
+        for name in args.modes:
+            mode, engine = modes[name], engine_of[name]
             engine.scheduler.preemptions = 0
             engine.reset_estimates()  # each mode learns its own step cost and acceptance
-            r = run_level(engine, cases, n, drafter, k, args.max_tokens, args.rounds)
-            key = f"{n}/{mode}"
-            results[key if key not in results else f"{key} #{sum(name.startswith(key) for name in results) + 1}"] = r
-            rows.append([n, mode, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"], *model_cells(r)])
+            r = run_level(engine, cases, n, mode.drafter, mode.k, args.max_tokens, args.rounds)
+            key = f"{n}/{name}"
+            results[key if key not in results else f"{key} #{sum(k.startswith(key) for k in results) + 1}"] = r
+            rows.append([n, name, r["tokens"], r["seconds"], r["tok_s"], r["per_step"], r["preemptions"], *model_cells(r)])
             print(rows[-1], flush=True)
-        for mode in dict.fromkeys(args.modes) if args.profile else ():
-            engine.reset_estimates()
-            profiles[f"{n}/{mode}"] = profile_level(engine, cases, n, *MODES[mode], args.max_tokens, args.rounds,
-                                                    args.profile)
+        for name in dict.fromkeys(args.modes) if args.profile else ():
+            engine_of[name].reset_estimates()
+            profiles[f"{n}/{name}"] = profile_level(engine_of[name], cases, n, modes[name].drafter, modes[name].k,
+                                                    args.max_tokens, args.rounds, args.profile)
         plain = results.get(f"{n}/plain", {}).get("tok_s")
-        for mode in [m for m in dict.fromkeys(args.modes) if m != "plain"] if plain else ():
-            rows.append([n, f"speedup of {mode}", "", "", results[f"{n}/{mode}"]["tok_s"] / plain, "", "", "", "", ""])
-    cfg = engine.cfg
+        for name in [m for m in dict.fromkeys(args.modes) if m != "plain"] if plain else ():
+            rows.append([n, f"speedup of {name}", "", "", results[f"{n}/{name}"]["tok_s"] / plain, "", "", "", "", ""])
     print(header(f"Concurrent apply requests ({args.model}, {cfg.torch_dtype}, {cfg.torch_device}, "
-                 f"KV {engine.kv.num_blocks * engine.kv.block_size} tokens, "
+                 f"KV {' / '.join(str(e.kv.num_blocks * e.kv.block_size) for e in engines.values())} tokens, "
                  f"adaptive drafts {cfg.adaptive_drafts}, verify cap {cfg.verify_budget or 'none'})"))
     print(table(["concurrent", "mode", "tokens", "seconds", "total tok/s", "tokens/step", "preemptions",
                  "model steps (probes)", "caught up", "model s"], rows))

@@ -20,7 +20,7 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
+# Jobs (logs and JSON in /root/results): stepsK, applyK05, applyK15, concurrencyK, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
 # attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
@@ -252,6 +252,21 @@ job() {
     ranking05_old) in_old $t 300 python3 -m bench.ranking --model qwen2.5-coder-0.5b --repeats 10 ;;
     ranking15_old) in_old $t 300 python3 -m bench.ranking --model qwen2.5-coder-1.5b --repeats 10 ;;
     # Where a step's host time goes at 32 and 64 requests: the timed runs, then each under cProfile.
+    # Verify blocks of 16 / 32 / 48 (issue 35's batch-1 goals): graph step times at 4k, planned ahead among them.
+    stepsK) for s in 0.5b 1.5b; do $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf \
+      --no-eager --no-checks --k 16 32 48; done ;;
+    # The 0.5B on the 60 dev cases at each block, twice (each K its own engine).
+    applyK05) for r in 1 2; do $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/applyK05_$r \
+      --configs "lookup K=16 +prediction" "lookup K=32 +prediction" "lookup K=48 +prediction" \
+      && cp $RES/spec_decode_cuda.json $RES/applyK05_$r.json; done ;;
+    # The 1.5B the same way as its batch-1 figure (apply15_ab's bench), K=16 and 32 alternating.
+    applyK15) for k in 16 32 16 32; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \
+      --max-tokens 2048 --workloads apply --drafters lookup; done ;;
+    concurrencyK) $t 500 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 \
+      --modes "lookup K=16 +prediction" "lookup K=32 +prediction" ;;
+    # Batch-invariant bf16 at K=32: speculative against plain outputs over the 60 cases.
+    equalK_inv) EDITAPPLY_BATCH_INVARIANT=on $t 540 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
+      --plot $RES/equalK_inv --configs plain "lookup K=32 +prediction" && cp $RES/spec_decode_cuda.json $RES/equalK_inv.json ;;
     concurrency05_profile) $t 420 python3 -m bench.concurrency --levels 32 64 --cases 0 --modes "lookup K=16 +prediction" \
       --profile 30 ;;
     *) echo "unknown job $1"; return 2 ;;

@@ -2,7 +2,8 @@
 
 Every configuration decodes greedily the same prompts (original file + update snippet, rendered
 with the apply template) with the same model on the same machine, one request at a time:
-  ours:  plain (K=1) | lookup K=16 | lookup K=16 + predicted merge | ngram-earliest K=16 | pld K=16
+  ours:  plain (K=1) | lookup K=16 | lookup K=16 + predicted merge | ngram-earliest K=16 | pld K=16,
+         or any other K ("lookup K=32 +prediction": each K its own engine, whose graphs are that K's)
   peers: transformers generate() plain and prompt_lookup_num_tokens=15; vLLM (CPU) ngram k=15
 Reported: tokens/s (decode, after the first token), committed tokens per verify step (mean and
 histogram), acceptance, and whether every greedy output is identical to plain decoding.
@@ -13,6 +14,7 @@ histogram), acceptance, and whether every greedy output is identical to plain de
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import subprocess
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import BENCH, header, histogram_text, load_dev, save_json, table
+from bench.common import BENCH, Mode, header, histogram_text, load_dev, save_json, table
 from engine.config import EngineConfig
 from engine.engine import LLMEngine, StepTimes
 from engine.loader.registry import resolve
@@ -30,13 +32,7 @@ from engine.types import SamplingParams
 from engine.types import Request
 from prompts.apply import build_apply_prompt
 
-OURS = {  # name -> (drafter, K, use the deterministic merge as predicted output)
-    "plain": ("none", 1, False),
-    "lookup K=16": ("lookup", 16, False),
-    "lookup K=16 +prediction": ("lookup", 16, True),
-    "ngram-earliest K=16": ("ngram-earliest", 16, False),
-    "pld K=16": ("pld", 16, False),
-}
+OURS = ["plain", "lookup K=16", "lookup K=16 +prediction", "ngram-earliest K=16", "pld K=16"]  # bench.common.Mode
 VLLM_PYTHON = BENCH.parent / ".venv-vllm" / "bin" / "python"
 
 
@@ -219,20 +215,31 @@ def main(argv=None) -> None:
             print(f"chart: {p}")
         return
 
+    modes = {name: Mode.parse(name) for name in args.configs}
     cfg = EngineConfig.from_env(model=args.model, max_num_seqs=1)
-    engine = LLMEngine(cfg)
-    rows = load_dev(args.limit or None, spread=not args.smallest)
-    cases = build_cases(engine.tokenizer, rows)
-    list(engine.generate(Request(cases[0]["prompt_ids"][:64], SamplingParams(max_tokens=4))))  # warm-up
-    engine.warmup(max(len(c["prompt_ids"]) + c["max_tokens"] for c in cases))  # CUDA graphs, outside the timing
-    results = {}
-    for name in args.configs:
-        drafter, k, pred = OURS[name]
-        results[name] = run_ours(engine, cases, drafter, k, pred)
-        print(f"{name}: {results[name]['decode_tok_s']:.2f} tok/s", flush=True)
+    # One engine per verify block K, built in turn (each takes its share of the GPU's memory);
+    # plain runs on the default K's.
+    by_k = {}
+    for name, mode in modes.items():
+        by_k.setdefault(mode.k if mode.k > 1 else cfg.verify_tokens, []).append(name)
+    results, cases = {}, None
+    for k, names in by_k.items():
+        engine = LLMEngine(cfg.model_copy(update={"verify_tokens": k}))
+        if cases is None:
+            rows = load_dev(args.limit or None, spread=not args.smallest)
+            cases = build_cases(engine.tokenizer, rows)
+        list(engine.generate(Request(cases[0]["prompt_ids"][:64], SamplingParams(max_tokens=4))))  # warm-up
+        engine.warmup(max(len(c["prompt_ids"]) + c["max_tokens"] for c in cases))  # CUDA graphs, outside the timing
+        for name in names:
+            mode = modes[name]
+            results[name] = run_ours(engine, cases, mode.drafter, mode.k, mode.prediction)
+            print(f"{name}: {results[name]['decode_tok_s']:.2f} tok/s", flush=True)
+        del engine
+        gc.collect()
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    results = {name: results[name] for name in args.configs}  # the table in the order asked
     folder = resolve(args.model)
     if not args.no_hf:
-        del engine
         for name, lookup in (("transformers plain", None), ("transformers PLD 15", 15)):
             results[name] = run_transformers(folder, cases, cfg.torch_device, cfg.torch_dtype, lookup)
             print(f"{name}: {results[name]['decode_tok_s']:.2f} tok/s", flush=True)

@@ -1,4 +1,4 @@
-"""Time of one decode step (K=1) and one verify step (K=16) at several context lengths.
+"""Time of one decode step (K=1) and one verify step (K=16, or the blocks of `--k`) at several context lengths.
 
 Random weights in a real model's shape (Qwen2.5-Coder-0.5B by default) suffice for timing: the
 work per step does not depend on the weights' values. Compares our engine with CUDA graphs,
@@ -268,6 +268,8 @@ def main(argv=None) -> None:
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b", choices=sorted(SHAPES))
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 4096, 8192])
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--k", type=int, nargs="+", default=[16], help="verify blocks to time (beside K=1); each K "
+                    "its own engine (EngineConfig.verify_tokens), whose graphs are that K's")
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--no-eager", action="store_true", help="CUDA: only the CUDA-graph runs")
     ap.add_argument("--attention", nargs="+", default=["auto"], choices=["auto", "triton", "ref"],
@@ -309,24 +311,25 @@ def main(argv=None) -> None:
                  eager, impl, i8 == "on", pw == "on")
                 for name, eager, impl in variants for i8 in args.int8_head
                 for pw in (args.packed_weights if not cuda else ["on"])]
-    for name, eager, impl, int8_head, packed in variants:
+    for (name, eager, impl, int8_head, packed), verify in ((v, k) for v in variants for k in args.k):
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
-                                     max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed))
+                                     max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
+                                     verify_tokens=verify))
         for ctx in args.contexts:
-            for k in (1, 16):
+            for k in (1, verify) if verify == args.k[0] else (verify,):
                 ms = engine_step_ms(eng, ctx, k, args.reps)
                 rows.append([name, ctx, k, ms, ms / floor_ms, k / ms * 1000])
                 results["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
             if cuda and not eager:
-                ms = pipelined_step_ms(eng, ctx, 16, args.reps)
-                rows.append([name + ", planned ahead", ctx, 16, ms, ms / floor_ms, 16 / ms * 1000])
-                results["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": 16, "ms": ms})
-        if args.kernels and cuda and eager:
-            counts = kernels_per_step(eng, args.contexts[0], 16)
+                ms = pipelined_step_ms(eng, ctx, verify, args.reps)
+                rows.append([name + ", planned ahead", ctx, verify, ms, ms / floor_ms, verify / ms * 1000])
+                results["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
+        if args.kernels and cuda and eager and verify == args.k[0]:
+            counts = kernels_per_step(eng, args.contexts[0], verify)
             kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
             results.setdefault("kernels", {})[name] = counts
-        if args.profile and cuda:
-            prof = gpu_time_per_step(eng, args.contexts[0], 16)
+        if args.profile and cuda and verify == args.k[0]:
+            prof = gpu_time_per_step(eng, args.contexts[0], verify)
             profile_rows.append([name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
                                  ", ".join(f"{n} {t:.0f}" for n, t in list(prof.items())[:8])])
             results.setdefault("profile", {})[name] = prof
@@ -345,10 +348,10 @@ def main(argv=None) -> None:
     print(f"weights {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at 4.3 TB/s; checks: {json.dumps(checks)}\n")
     print(table(["engine", "context", "K", "ms/step", "x floor", "tokens/s if all K accepted"], rows))
     if kernel_rows:
-        print(f"\nKernels per eager verify step (K=16, context {args.contexts[0]}; a graph replays the same):\n")
+        print(f"\nKernels per eager verify step (K={args.k[0]}, context {args.contexts[0]}; a graph replays the same):\n")
         print(table(["engine", "kernels", "most launched"], kernel_rows))
     if profile_rows:
-        print(f"\nGPU time per verify step, us (K=16, context {args.contexts[0]}; busy = kernels' sum, wall = step):\n")
+        print(f"\nGPU time per verify step, us (K={args.k[0]}, context {args.contexts[0]}; busy = kernels' sum, wall = step):\n")
         print(table(["engine", "wall", "busy", "by kernel family"], profile_rows))
     save_json("step_time.json", results)
 
