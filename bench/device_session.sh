@@ -20,7 +20,7 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
+# Jobs (logs and JSON in /root/results): stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
 # attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
@@ -267,6 +267,9 @@ job() {
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
     applyK05b) $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/applyK05b \
       --configs "lookup K=48 +prediction" "lookup K=64 +prediction" && cp $RES/spec_decode_cuda.json $RES/applyK05b.json ;;
+    # One block per process, as concurrency05 runs K=16 (two engines in one process slow the host: concurrencyK).
+    concurrencyK32) $t 300 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=32 +prediction" ;;
+    concurrencyK48) $t 300 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=48 +prediction" ;;
     concurrencyK) $t 500 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 \
       --modes "lookup K=16 +prediction" "lookup K=32 +prediction" ;;
     # Batch-invariant bf16 at K=32: speculative against plain outputs over the 60 cases.
