@@ -47,8 +47,9 @@ class EngineConfig(EnvSettings):
         "hard cap on the tokens one verify step feeds (0 = none). Each sequence feeds up to K tokens, so "
         "K * max_num_seqs tokens a step at full load; adaptive_drafts trims drafts to what pays"))
     adaptive_drafts: bool = Field(True, description="size drafts from the measured step cost and acceptance rates")
-    verify_tokens: int = Field(16, ge=1, le=64, description=(
-        "K: positions verified per step ([last token] + up to K-1 drafts)"))
+    verify_tokens: int = Field(64, ge=1, le=64, description=(
+        "K: positions verified per step ([last token] + up to K-1 drafts); a step of many sequences verifies "
+        "at most 32 each (engine/scheduler.py, FULL_BLOCK_ROWS)"))
     drafter: Literal[DRAFTER_KINDS] = Field("lookup", description=(
         "lookup | hybrid | draft | ngram-earliest | pld | none"))
     draft_model: str = Field("", description=(

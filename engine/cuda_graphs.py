@@ -4,13 +4,13 @@ On the GPU a small model's step is dominated by kernel launches (hundreds per st
 decode steps replay a captured graph. A graph is shape-static, so a step is padded to a fixed
 shape: B sequences (the batch rounded up to a power of two; idle rows write to a scratch slot),
 each fed exactly `Tq` tokens (Tq = 1 for plain decode, a short block (EngineConfig.short_block) for
-short drafts, K for longer verify blocks; a shorter feed is padded with copies of its last token,
-whose K/V land in rejected-tail positions that are overwritten later anyway), and a slot-table
-width rounded up to a multiple of WIDTH_STEP (attention reads the whole width, so coarser buckets
-cost real time). One graph
-per (B, Tq, width) is captured lazily on first use and shares one memory pool with the others,
-and one input buffer: a replay stages the step's inputs in pinned host memory and copies them
-over at once (`_Inputs`), so a greedy verify step is one copy in, the graph, one copy out.
+short drafts, then 16, 32, ... up to K for longer verify blocks, `block_sizes`; a shorter feed is
+padded with copies of its last token, whose K/V land in rejected-tail positions that are
+overwritten later anyway), and a slot-table width rounded up to a multiple of WIDTH_STEP
+(attention reads the whole width, so coarser buckets cost real time). One graph per (B, Tq, width)
+is captured lazily on first use and shares one memory pool with the others, and one input buffer:
+a replay stages the step's inputs in pinned host memory and copies them over at once (`_Inputs`),
+so a greedy verify step is one copy in, the graph, one copy out.
 """
 
 from __future__ import annotations
@@ -231,15 +231,28 @@ class Staged:
     keep: list[int] | None
 
 
+# The verify blocks below K that get graphs of their own: 16, 32, ... (block_sizes).
+LADDER_FROM = 16
+
+
+def block_sizes(k: int, short: int) -> list[int]:
+    """Positions per sequence a graph is captured for: 1 (decode), a short block for short drafts
+    (EngineConfig.short_block, 0 for none), LADDER_FROM, twice that, ... below K, and K. A step
+    replays the smallest that holds its feeds, so a 10-token draft costs a 16-row step however
+    long K's blocks are (bench/RESULTS.md, "Verify block length")."""
+    sizes, n = {1, k} | ({min(short, k)} if short else set()), LADDER_FROM
+    while n < k:
+        sizes.add(n)
+        n *= 2
+    return sorted(sizes)
+
+
 class GraphRunner:
     def __init__(self, runner):
         self.runner = runner
         self.max_batch = 1 << (runner.cfg.max_num_seqs - 1).bit_length()
         self.verify_tokens = runner.cfg.verify_tokens
-        # Positions per sequence a graph is captured for: 1 (decode), a short block for short
-        # drafts (EngineConfig.short_block), K; a step replays the smallest that holds its feeds.
-        self.block_sizes = sorted({1, self.verify_tokens} | ({min(runner.cfg.short_block, self.verify_tokens)}
-                                                              if runner.cfg.short_block else set()))
+        self.block_sizes = block_sizes(self.verify_tokens, runner.cfg.short_block)
         self.graphs: dict[tuple[int, int, int], _Graph] = {}
         self.pool = torch.cuda.graph_pool_handle()
         # Each runner captures on its own stream. cuBLAS keeps a workspace per stream, and a graph

@@ -6,7 +6,8 @@ acceptance); `postprocess()` does the bookkeeping after. A plan is either
 * a **prefill** plan: prompt chunks of the sequences that still have uncached tokens, within the
   token budget `max_batch_tokens`; or
 * a **verify** plan: every running sequence feeds `[last token] + draft`. Its drafter proposes up
-  to K-1 tokens (`draft_room` bounds them by the block, `max_tokens` and the context); sequences
+  to K-1 tokens (`draft_room` bounds them by the block, shorter in a crowded step, `max_tokens`
+  and the context); sequences
   of the hybrid/draft drafters take the draft model's proposal instead (engine/speculative/hybrid.py);
   how much of each draft a crowded step verifies comes from the measured step cost and each
   sequence's acceptance rate (engine/step_cost.py), within the optional hard cap `verify_budget`.
@@ -38,6 +39,14 @@ from engine.step_cost import StepCost, acceptance_rate, plan_drafts
 # is kept where it holds and the others are drafted again after the step (`next_from_ahead`);
 # bench/HISTORY.md, "The next step planned ahead" and "Planned ahead per sequence", measure it.
 PLAN_AHEAD_MAX_SEQS: int | None = None
+
+# Long verify blocks pay while a step's rows are few: at batch 1 the GPU step barely grows with
+# its rows, and copied text fills a block of 64. With more sequences the rows cost: from 8 on,
+# blocks of 32 beat 48 and 16 (bench/RESULTS.md, "Verify block length"). So every sequence verifies
+# its whole K while the running sequences' blocks add up to FULL_BLOCK_ROWS at most, and at most
+# CROWDED_BLOCK positions past that.
+FULL_BLOCK_ROWS = 256
+CROWDED_BLOCK = 32
 
 
 @dataclass
@@ -166,8 +175,8 @@ class Scheduler:
     def verify_plan(self, seqs: list[Sequence] | None = None) -> StepPlan:
         """Propose, size, then grow each sequence's blocks for its verify block: the running
         sequences, or those of `seqs`."""
-        seqs = list(self.running if seqs is None else seqs)
-        rooms = [self.draft_room(seq) for seq in seqs]
+        seqs, cap = list(self.running if seqs is None else seqs), self.block_cap()
+        rooms = [self.draft_room(seq, cap=cap) for seq in seqs]
         drafts = [seq.drafter.propose(seq.tokens, room) if seq.drafter is not None and room > 0 else []
                   for seq, room in zip(seqs, rooms)]
         proposals = self.propose_with_model(seqs, drafts, rooms)
@@ -184,10 +193,15 @@ class Scheduler:
         return StepPlan(prefill=False, batch=batch,
                         proposals={seq: proposals[seq] for seq, _ in batch if seq in proposals})
 
-    def draft_room(self, seq: Sequence, grown: int = 0) -> int:
+    def block_cap(self) -> int | None:
+        """The most positions a sequence verifies in this step's crowd (FULL_BLOCK_ROWS); None
+        while each may verify its whole block."""
+        return None if sum(seq.verify_tokens for seq in self.running) <= FULL_BLOCK_ROWS else CROWDED_BLOCK
+
+    def draft_room(self, seq: Sequence, grown: int = 0, cap: int | None = None) -> int:
         """Most draft tokens `seq` may take this step -- after `grown` more tokens, for a plan made
-        ahead: its block, its max_tokens, the context."""
-        return max(0, min(seq.verify_tokens - 1,
+        ahead: its block (within `cap`, `block_cap`'s), its max_tokens, the context."""
+        return max(0, min(min(seq.verify_tokens, cap or seq.verify_tokens) - 1,
                           seq.params.max_tokens - seq.num_generated - grown - 1,
                           self.max_model_len - len(seq) - grown - 1))
 
@@ -212,11 +226,11 @@ class Scheduler:
         if (plan.prefill or self.waiting or len(plan.batch) != len(self.running)
                 or (PLAN_AHEAD_MAX_SEQS is not None and len(plan.batch) > PLAN_AHEAD_MAX_SEQS)):
             return None
-        seqs, bets, rooms, starts, proposals = [], [], [], [], {}
+        seqs, bets, rooms, starts, proposals, cap = [], [], [], [], {}, self.block_cap()
         for seq, feed in plan.batch:
             if seq.status != Status.RUNNING:
                 continue
-            room = self.draft_room(seq, grown=len(feed))
+            room = self.draft_room(seq, grown=len(feed), cap=cap)
             bet = self._lookup_bet(plan, seq, feed, room)
             if not bet and seq.model_drafts and self.draft_ahead and len(plan.batch) == 1:
                 fit = self._fit(flat=True)

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from engine.cuda_graphs import block_sizes as graph_block_sizes
 from engine.loader import registry
 
 CI_MODEL = "smollm2-135m"
@@ -83,10 +84,11 @@ class EagerBlocks:
     run only on CUDA, and the tests that use it are about the blocks a short prefill is cut into,
     the positions its padding writes and the rows read back. Verify steps stay eager."""
 
-    max_batch, block_sizes = 4, (1, 4, 16)
+    max_batch = 4
 
     def __init__(self, runner):
         self.runner, self.calls = runner, []  # calls: ([feed lengths], [starts]) of each replay
+        self.block_sizes = graph_block_sizes(runner.cfg.verify_tokens, runner.cfg.short_block)
 
     def can_run(self, batch) -> bool:
         return False

@@ -59,7 +59,7 @@ def test_an_explicit_environ_wins_over_os_environ(monkeypatch):
     ({"EDITAPPLY_BACKEND": "tgi"}, "EDITAPPLY_BACKEND='tgi': input should be 'engine' or 'vllm'"),
     ({"EDITAPPLY_VLLM_URL": "host:8000"}, "EDITAPPLY_VLLM_URL='host:8000': must be an http:// or https:// URL"),
     ({"EDITAPPLY_MIN_MATCH": "20"}, "EDITAPPLY_MIN_MATCH=20 must be at most EDITAPPLY_MAX_MATCH=16"),
-    ({"EDITAPPLY_MAX_BATCH_TOKENS": "8"}, "EDITAPPLY_MAX_BATCH_TOKENS=8 must be at least EDITAPPLY_VERIFY_TOKENS=16"),
+    ({"EDITAPPLY_MAX_BATCH_TOKENS": "8"}, "EDITAPPLY_MAX_BATCH_TOKENS=8 must be at least EDITAPPLY_VERIFY_TOKENS=64"),
 ])
 def test_a_bad_variable_is_named_in_one_line(env, message):
     with pytest.raises(ValueError) as info:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine.config import EngineConfig
-from engine.cuda_graphs import _Inputs
+from engine.cuda_graphs import _Inputs, block_sizes
 from engine.engine import LLMEngine
 from engine.types import Request, SamplingParams
 
@@ -73,3 +73,13 @@ def test_warm_prefill_leaves_the_cache_as_it_found_it(engine, monkeypatch):
     assert engine.kv.allocator.num_free == free
     after = [t for ev in engine.generate(Request(prompt, params, drafter="none")) for t in ev.token_ids]
     assert after == before
+
+
+def test_block_sizes_climb_to_k():
+    """A step replays the smallest captured block holding its feeds: past the short block, blocks
+    double from 16 up to K, so a mid-length draft under long blocks pays a 16- or 32-row step."""
+    assert block_sizes(16, 4) == [1, 4, 16]
+    assert block_sizes(64, 4) == [1, 4, 16, 32, 64]
+    assert block_sizes(48, 0) == [1, 16, 32, 48]
+    assert block_sizes(4, 8) == [1, 4]  # the short block never passes K
+    assert block_sizes(1, 4) == [1]

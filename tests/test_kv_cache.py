@@ -261,7 +261,7 @@ def test_batched_equals_one_at_a_time_and_preemption_is_invisible(ci_model_dir, 
     batched, _ = run(roomy, prompts, together=True)
     assert batched == alone
     # Room to admit two sequences but not to grow both: the newer one is preempted, recomputed.
-    admit_blocks = -(-(max(len(p) for p in prompts) + 16) // 16)
+    admit_blocks = -(-(max(len(p) for p in prompts) + roomy.cfg.verify_tokens) // 16)
     tight = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, max_num_seqs=4,
                                    kv_cache_tokens=2 * admit_blocks * 16, enable_prefix_caching=False))
     squeezed, _ = run(tight, prompts, together=True)

@@ -69,6 +69,23 @@ def test_draft_is_cut_to_max_tokens_and_to_the_verify_budget():
     assert [s for s, _ in plan.batch] == [a, b]
 
 
+def test_a_crowded_step_verifies_shorter_blocks(monkeypatch):
+    """Each sequence verifies its whole K while the running sequences' blocks add up to
+    FULL_BLOCK_ROWS at most, and at most CROWDED_BLOCK positions past that (here scaled to K = 4:
+    8 rows, blocks of 2)."""
+    from engine import scheduler as scheduler_module
+
+    monkeypatch.setattr(scheduler_module, "FULL_BLOCK_ROWS", 8)
+    monkeypatch.setattr(scheduler_module, "CROWDED_BLOCK", 2)
+    scheduler = make_scheduler(num_blocks=32, max_num_seqs=4)
+    seqs = [add(scheduler, [i, i + 1, i + 2, i + 3, i + 4]) for i in (10, 20)]
+    scheduler.postprocess(scheduler.schedule())
+    assert [feed for _, feed in scheduler.schedule().batch] == [[14] + DRAFT, [24] + DRAFT]
+    seqs.append(add(scheduler, [30, 31, 32, 33, 34]))  # three blocks of 4: 12 rows
+    scheduler.postprocess(scheduler.schedule())  # its prefill
+    assert [feed for _, feed in scheduler.schedule().batch] == [[14, 7], [24, 7], [34, 7]]
+
+
 def test_a_preempted_sequence_is_not_in_the_plan():
     # Each sequence is admitted with 3 blocks (5 prompt tokens + K); 6 blocks hold exactly two.
     scheduler = make_scheduler(num_blocks=6)

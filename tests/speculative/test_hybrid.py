@@ -56,8 +56,9 @@ def draft_dir(ci_model_dir, tmp_path_factory):
 def engine(ci_model_dir, draft_dir):
     # Draft lengths from acceptance alone (adaptive_drafts off): with measured step costs, whether
     # the draft model pays on this CPU would depend on the machine's load, not on the code under test.
+    # Blocks of 16: the tests' short outputs then take enough steps for plans ahead and model turns.
     return LLMEngine(EngineConfig(model=str(ci_model_dir), draft_model=str(draft_dir), max_model_len=4096,
-                                  max_num_seqs=4, adaptive_drafts=False))
+                                  max_num_seqs=4, adaptive_drafts=False, verify_tokens=16))
 
 
 def generate(engine, request):

@@ -20,7 +20,8 @@ DEV = "bench/data/dev.jsonl"
 
 @pytest.fixture(scope="module")
 def engines(ci_model_dir):
-    common = {"model": str(ci_model_dir), "max_model_len": 4096, "max_num_seqs": 4}
+    # Blocks of 16: the tests' short outputs then take enough steps to plan ahead in.
+    common = {"model": str(ci_model_dir), "max_model_len": 4096, "max_num_seqs": 4, "verify_tokens": 16}
     return LLMEngine(EngineConfig(**common)), LLMEngine(EngineConfig(plan_ahead=False, **common))
 
 

@@ -72,7 +72,8 @@ def test_scores_after_a_cached_head_run_in_verify_blocks(ci_model_dir, reference
     verify-shaped blocks where CUDA graphs are (`ModelRunner._graph_prefill`; EagerBlocks stands in
     for the graphs on the CPU), a sequence's blocks side by side in one replay, and their rows come
     back out of the replays in the picks' order."""
-    blocks = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, max_num_seqs=4, block_size=16))
+    blocks = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=2048, max_num_seqs=4, block_size=16,
+                                    verify_tokens=16))
     stand_in = blocks.runner.graphs = EagerBlocks(blocks.runner)
     head, tails = texts(blocks)
     tails = [tails[0] * 3, tails[1], tails[2] * 2]  # one tail longer than a block of 16
