@@ -20,7 +20,8 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
+# Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, equal_default_inv,
+# apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
 # attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
@@ -262,6 +263,19 @@ job() {
     # The 1.5B the same way as its batch-1 figure (apply15_ab's bench), K=16 and 32 alternating.
     applyK15) for k in 16 32 16 32; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
+    # The defaults (K=64, 32 a sequence in a crowded step, graphs of 16, 32, ... up to K) against K=16.
+    stepsK64) for s in 0.5b 1.5b; do $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf \
+      --no-eager --no-checks --k 16 32 64; done ;;
+    apply05_default) $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/apply05_default \
+      --configs "lookup K=16 +prediction" "lookup K=64 +prediction" && cp $RES/spec_decode_cuda.json $RES/apply05_default.json ;;
+    concurrency_default) $t 300 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=64 +prediction" ;;
+    equal_default_inv) EDITAPPLY_BATCH_INVARIANT=on $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
+      --plot $RES/equal_default_inv --configs "lookup K=64 +prediction" && cp $RES/spec_decode_cuda.json $RES/equal_default_inv.json ;;
+    apply15_default) for k in 16 64; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \
+      --max-tokens 2048 --workloads apply --drafters lookup; done ;;
+    workloads15_default) for k in 16 64; do EDITAPPLY_VERIFY_TOKENS=$k $t 300 python3 -m bench.drafters --limit 4 \
+      --max-tokens 256 --workloads instruction rag chat --drafters lookup; done ;;
+    rag_default) for k in 16 64; do EDITAPPLY_VERIFY_TOKENS=$k $t 300 python3 -m bench.rag --questions 10; done ;;
     # Longer blocks still: the 1.5B at 48 and 64, the 0.5B at 64 beside 48.
     applyK15b) for k in 48 64; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
