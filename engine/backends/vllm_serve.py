@@ -7,7 +7,8 @@ cache; the other GPUs of the node run data-parallel replicas; a model larger tha
 pipeline stages across nodes, and several nodes need Ray (`--distributed-executor-backend ray`
 for a model split across nodes, `--data-parallel-backend ray` for replicas spread over them).
 `serve_args` is the argument list both paths share: the speculative config (ngram lookup, 15
-draft tokens, `prompt_lookup_max` 16, as our engine drafts), per-request speculation metrics and
+draft tokens, `prompt_lookup_max` 16: our engine's blocks of 16 before its default became 64;
+vLLM with 63 draft tokens is not measured), per-request speculation metrics and
 cached prompt tokens in each answer (what our stats are made of), prefix caching on, the context.
 
 `VLLMProcess` runs one `python -m vllm.entrypoints.openai.api_server` on a free loopback port
