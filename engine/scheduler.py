@@ -7,10 +7,10 @@ acceptance); `postprocess()` does the bookkeeping after. A plan is either
   token budget `max_batch_tokens`; or
 * a **verify** plan: every running sequence feeds `[last token] + draft`. Its drafter proposes up
   to K-1 tokens (`draft_room` bounds them by the block, shorter in a crowded step, `max_tokens`
-  and the context); sequences
-  of the hybrid/draft drafters take the draft model's proposal instead (engine/speculative/hybrid.py);
-  how much of each draft a crowded step verifies comes from the measured step cost and each
-  sequence's acceptance rate (engine/step_cost.py), within the optional hard cap `verify_budget`.
+  and the context); sequences of the hybrid/draft drafters take the draft model's proposal
+  instead (engine/speculative/hybrid.py); how much of each draft a crowded step verifies comes
+  from the measured step cost and each sequence's acceptance rate (engine/step_cost.py), within
+  the optional hard cap `verify_budget`.
 
 A sequence's last known token is always fed by a verify step, so fresh prompts, prefix-cache hits
 and recomputed (preempted) sequences all take the same path, and the first token is drafted and
@@ -201,7 +201,8 @@ class Scheduler:
     def draft_room(self, seq: Sequence, grown: int = 0, cap: int | None = None) -> int:
         """Most draft tokens `seq` may take this step -- after `grown` more tokens, for a plan made
         ahead: its block (within `cap`, `block_cap`'s), its max_tokens, the context."""
-        return max(0, min(min(seq.verify_tokens, cap or seq.verify_tokens) - 1,
+        block = min(seq.verify_tokens, cap) if cap else seq.verify_tokens
+        return max(0, min(block - 1,
                           seq.params.max_tokens - seq.num_generated - grown - 1,
                           self.max_model_len - len(seq) - grown - 1))
 
