@@ -34,6 +34,8 @@ from engine.types import Request
 
 # bench.common.Mode names; hybrid: lookup + the draft model (engine/speculative/hybrid.py). Any
 # other K as well ("lookup K=32 +prediction"): each K runs on its own engine, whose graphs are its.
+# Two engines in one process slowed every host phase at 64 requests (bench/HISTORY.md, "Verify
+# blocks of 64"): compare one K with another from separate runs.
 MODES = ["plain", "lookup K=16 +prediction", "hybrid K=16 +prediction"]
 
 
