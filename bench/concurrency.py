@@ -13,7 +13,7 @@ run of each mode at each level under cProfile (after the timed ones, not in thei
 prints the N functions with the most own time, per engine step.
 
     python -m bench.concurrency [--model qwen2.5-coder-0.5b] [--levels 1 8 32 64] [--max-tokens 0]
-        [--rounds 1] [--modes plain "lookup K=16 +prediction" "hybrid K=16 +prediction"] [--profile 0]
+        [--rounds 1] [--modes plain "lookup K=64 +prediction" "lookup K=16 +prediction"] [--profile 0]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from engine.types import Request
 # other K as well ("lookup K=32 +prediction"): each K runs on its own engine, whose graphs are its.
 # Two engines in one process slowed every host phase at 64 requests (bench/HISTORY.md, "Verify
 # blocks of 64"): compare one K with another from separate runs.
-MODES = ["plain", "lookup K=16 +prediction", "hybrid K=16 +prediction"]
+MODES = ["plain", "lookup K=64 +prediction", "lookup K=16 +prediction", "hybrid K=16 +prediction"]
 
 
 def run_level(engine: LLMEngine, cases: list[dict], n: int, drafter: str, k: int, max_tokens: int,

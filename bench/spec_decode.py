@@ -2,8 +2,9 @@
 
 Every configuration decodes greedily the same prompts (original file + update snippet, rendered
 with the apply template) with the same model on the same machine, one request at a time:
-  ours:  plain (K=1) | lookup K=16 | lookup K=16 + predicted merge | ngram-earliest K=16 | pld K=16,
-         or any other K ("lookup K=32 +prediction": each K its own engine, whose graphs are that K's)
+  ours:  plain (K=1) | lookup K=64 + predicted merge (the engine's default) | lookup K=16 |
+         lookup K=16 + predicted merge | ngram-earliest K=16 | pld K=16, or any other K ("lookup
+         K=32 +prediction": each K its own engine, whose graphs are that K's)
   peers: transformers generate() plain and prompt_lookup_num_tokens=15; vLLM (CPU) ngram k=15
 Reported: tokens/s (decode, after the first token), committed tokens per verify step (mean and
 histogram), acceptance, and whether every greedy output is identical to plain decoding.
@@ -32,7 +33,8 @@ from engine.types import SamplingParams
 from engine.types import Request
 from prompts.apply import build_apply_prompt
 
-OURS = ["plain", "lookup K=16", "lookup K=16 +prediction", "ngram-earliest K=16", "pld K=16"]  # bench.common.Mode
+# bench.common.Mode names: the engine's default blocks (64), then K=16's, the peers' block.
+OURS = ["plain", "lookup K=64 +prediction", "lookup K=16", "lookup K=16 +prediction", "ngram-earliest K=16", "pld K=16"]
 VLLM_PYTHON = BENCH.parent / ".venv-vllm" / "bin" / "python"
 
 
