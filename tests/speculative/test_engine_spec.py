@@ -50,6 +50,9 @@ def test_greedy_speculation_is_identical_on_apply_prompts(engine, case):
         assert spec == plain, drafter
         assert stats.steps < len(plain) or drafter != "lookup"
         assert sum(stats.accepted_per_step_hist.values()) == stats.steps
+    # The engine's default blocks (64), plain's own output as the predicted merge: long blocks, the same text.
+    spec, stats = generate(engine, Request(ids, params, sources={"prediction": plain, **sources}, drafter="lookup"))
+    assert spec == plain and max(stats.accepted_per_step_hist) > 16
 
 
 def test_greedy_speculation_is_identical_on_a_rag_prompt(engine):
