@@ -149,3 +149,8 @@ class Mode:
         if not m or not 2 <= int(m[2]) <= 64:
             raise ValueError(f"a mode is 'plain' or '<drafter> K=<2..64>[ +prediction]', not {name!r}")
         return cls(m[1], int(m[2]), bool(m[3]))
+
+    def engine_k(self, default: int) -> int:
+        """The verify_tokens of the engine this mode runs on: its K, or for plain (K=1, which any
+        engine decodes) `default`."""
+        return self.k if self.k > 1 else default

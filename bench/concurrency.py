@@ -112,7 +112,7 @@ def main(argv=None) -> None:
     cfg = EngineConfig.from_env(model=args.model, max_num_seqs=top, enable_prefix_caching=False, draft_model=draft)
     engines, engine_of = {}, {}  # verify block K -> its engine; plain runs on the default K's
     for name, mode in modes.items():
-        k = mode.k if mode.k > 1 else cfg.verify_tokens
+        k = mode.engine_k(cfg.verify_tokens)
         if k not in engines:
             engines[k] = LLMEngine(cfg.model_copy(update={"verify_tokens": k}))
         engine_of[name] = engines[k]

@@ -223,7 +223,7 @@ def main(argv=None) -> None:
     # plain runs on the default K's.
     by_k = {}
     for name, mode in modes.items():
-        by_k.setdefault(mode.k if mode.k > 1 else cfg.verify_tokens, []).append(name)
+        by_k.setdefault(mode.engine_k(cfg.verify_tokens), []).append(name)
     results, cases = {}, None
     for k, names in by_k.items():
         engine = LLMEngine(cfg.model_copy(update={"verify_tokens": k}))

@@ -315,8 +315,9 @@ def main(argv=None) -> None:
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
                                      max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
                                      verify_tokens=verify))
+        first = verify == args.k[0]  # K=1, the kernel count and the profile: once per variant
         for ctx in args.contexts:
-            for k in (1, verify) if verify == args.k[0] else (verify,):
+            for k in (1, verify) if first else (verify,):
                 ms = engine_step_ms(eng, ctx, k, args.reps)
                 rows.append([name, ctx, k, ms, ms / floor_ms, k / ms * 1000])
                 results["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
@@ -324,11 +325,11 @@ def main(argv=None) -> None:
                 ms = pipelined_step_ms(eng, ctx, verify, args.reps)
                 rows.append([name + ", planned ahead", ctx, verify, ms, ms / floor_ms, verify / ms * 1000])
                 results["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
-        if args.kernels and cuda and eager and verify == args.k[0]:
+        if args.kernels and cuda and eager and first:
             counts = kernels_per_step(eng, args.contexts[0], verify)
             kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
             results.setdefault("kernels", {})[name] = counts
-        if args.profile and cuda and verify == args.k[0]:
+        if args.profile and cuda and first:
             prof = gpu_time_per_step(eng, args.contexts[0], verify)
             profile_rows.append([name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
                                  ", ".join(f"{n} {t:.0f}" for n, t in list(prof.items())[:8])])
