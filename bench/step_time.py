@@ -285,18 +285,22 @@ def main(argv=None) -> None:
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
                     help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
     args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="step_time-") as tmp:  # the random weights: GBs, gone after the run
+        run(args, Path(tmp))
 
+
+def run(args, tmp: Path) -> None:
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
 
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if cuda else torch.float32
     device = "cuda" if cuda else "cpu"
-    folder = random_model_folder(args.shape, Path(tempfile.mkdtemp()), dtype)
+    folder = random_model_folder(args.shape, tmp / "target", dtype)
     weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
     floor_ms = weight_bytes / HBM_BYTES_PER_S * 1000
     if args.beside:
-        return beside(args, folder, device, dtype)
+        return beside(args, folder, tmp / "draft", device, dtype)
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
     print(f"checks: {json.dumps(checks)}", flush=True)
     rows, kernel_rows, profile_rows = [], [], []
@@ -357,11 +361,11 @@ def main(argv=None) -> None:
     save_json("step_time.json", results)
 
 
-def beside(args, folder: Path, device: str, dtype) -> None:
+def beside(args, folder: Path, draft_folder: Path, device: str, dtype) -> None:
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
 
-    draft = random_model_folder(args.beside, Path(tempfile.mkdtemp()), dtype)
+    draft = random_model_folder(args.beside, draft_folder, dtype)
     eng = LLMEngine(EngineConfig(model=str(folder), draft_model=str(draft), device=device, max_num_seqs=1,
                                  max_model_len=max(args.contexts) + 64))
     rows, results = [], []
