@@ -20,7 +20,9 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, equal_default_inv,
+# Issue 35's closing batch, in this order: stepsK64 apply05_default concurrency_default_ab equal_default_inv rag_default
+# (then pull15: apply15_default).
+# Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
 # attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
@@ -269,6 +271,9 @@ job() {
     apply05_default) $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/apply05_default \
       --configs "lookup K=16 +prediction" "lookup K=64 +prediction" && cp $RES/spec_decode_cuda.json $RES/apply05_default.json ;;
     concurrency_default) $t 300 python3 -m bench.concurrency --levels 1 8 32 64 --cases 0 --modes "lookup K=64 +prediction" ;;
+    # The default against K=16, one process each, in turn, twice: issue 35's 64-request goal at the default.
+    concurrency_default_ab) for k in 64 16 64 16; do $t 300 python3 -m bench.concurrency --levels 8 32 64 --cases 0 \
+      --modes "lookup K=$k +prediction" && cp $RES/concurrency_cuda.json $RES/concurrency_k${k}_$(date +%s).json; done ;;
     equal_default_inv) EDITAPPLY_BATCH_INVARIANT=on $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
       --plot $RES/equal_default_inv --configs "lookup K=64 +prediction" && cp $RES/spec_decode_cuda.json $RES/equal_default_inv.json ;;
     apply15_default) for k in 16 64; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \

@@ -325,10 +325,12 @@ def run(args, tmp: Path) -> None:
                 ms = engine_step_ms(eng, ctx, k, args.reps)
                 rows.append([name, ctx, k, ms, ms / floor_ms, k / ms * 1000])
                 results["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
+                print(f"  {name}, context {ctx}, K={k}: {ms:.3f} ms", flush=True)  # the table comes at the end
             if cuda and not eager:
                 ms = pipelined_step_ms(eng, ctx, verify, args.reps)
                 rows.append([name + ", planned ahead", ctx, verify, ms, ms / floor_ms, verify / ms * 1000])
                 results["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
+                print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
         if args.kernels and cuda and eager and first:
             counts = kernels_per_step(eng, args.contexts[0], verify)
             kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
