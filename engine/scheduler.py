@@ -49,6 +49,12 @@ FULL_BLOCK_ROWS = 256
 CROWDED_BLOCK = 32
 
 
+def crowded_cap(blocks: list[int]) -> int | None:
+    """The most positions each sequence verifies in a step whose sequences' verify blocks are
+    `blocks`; None while each may verify its whole block."""
+    return None if sum(blocks) <= FULL_BLOCK_ROWS else CROWDED_BLOCK
+
+
 @dataclass
 class StepPlan:
     """What one step runs: `batch` of (sequence, tokens to feed), prompt chunks when `prefill`,
@@ -196,7 +202,7 @@ class Scheduler:
     def block_cap(self) -> int | None:
         """The most positions a sequence verifies in this step's crowd (FULL_BLOCK_ROWS); None
         while each may verify its whole block."""
-        return None if sum(seq.verify_tokens for seq in self.running) <= FULL_BLOCK_ROWS else CROWDED_BLOCK
+        return crowded_cap([seq.verify_tokens for seq in self.running])
 
     def draft_room(self, seq: Sequence, grown: int = 0, cap: int | None = None) -> int:
         """Most draft tokens `seq` may take this step -- after `grown` more tokens, for a plan made
