@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -43,9 +44,20 @@ PACK_ROWS = 16
 
 
 def can_pack(weight: torch.Tensor) -> bool:
-    """Whether `pack_weight` applies: the CPU with oneDNN, fp32 or bf16."""
+    """Whether `pack_weight` applies: the CPU with oneDNN, fp32, or bf16 where oneDNN packs it."""
     return (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
-            and torch.backends.mkldnn.is_available())
+            and torch.backends.mkldnn.is_available() and oneDNN_packs(weight.dtype))
+
+
+@functools.cache
+def oneDNN_packs(dtype: torch.dtype) -> bool:
+    """Whether oneDNN lays out a `dtype` weight on this CPU: bf16 needs AVX-512 (BW, VL, DQ) or
+    AVX-NE-CONVERT, and an AVX2-only CPU refuses it (a RuntimeError). Asked once per dtype."""
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(PACK_ROWS, PACK_ROWS, dtype=dtype), PACK_ROWS)
+    except RuntimeError:
+        return False
+    return True
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:

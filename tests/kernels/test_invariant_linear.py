@@ -38,7 +38,7 @@ def test_matches_torch(M, K, N, dtype, bias):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_each_row_is_the_same_alone_in_a_block_or_in_a_batch(dtype):
+def test_each_row_is_the_same_alone_in_a_block_or_in_a_batch(dtype, interpreter_rows_invariant):
     """A decode step's one row, a verify block's 16 and a batch of 3 blocks (48) give every row the
     same bits, wherever the row sits among them; leading dims are flattened as rows."""
     x, w, b = operands(48, 320, 72, dtype, seed=1)

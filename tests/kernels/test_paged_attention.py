@@ -228,7 +228,8 @@ def test_the_rows_form_gives_each_query_the_same_output_alone_or_in_any_block(H,
 
 
 @pytest.mark.parametrize("dtype,window", [(torch.float32, None), (torch.bfloat16, 300)], ids=["fp32", "bf16-window"])
-def test_the_kernels_invariant_form_gives_each_query_the_same_output_alone_or_in_any_block(dtype, window):
+def test_the_kernels_invariant_form_gives_each_query_the_same_output_alone_or_in_any_block(dtype, window,
+                                                                                        interpreter_rows_invariant):
     """The Triton kernel's batch-invariant form (split_kv.py, fixed splits): a query's output is
     bit-identical computed alone (a decode step, its table cut after its position or padded), as a
     row of a verify block, or beside another sequence's rows; and it is attention within TOL.

@@ -11,12 +11,15 @@ import torch
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.models.layers import Linear
+from engine.models.layers import Linear, oneDNN_packs
 from engine.types import Request, SamplingParams
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_packed_linear_computes_the_plain_ones_rows(dtype):
+    if not oneDNN_packs(dtype):
+        pytest.skip(f"oneDNN does not pack {dtype} on this CPU (bf16 needs AVX-512 or AVX-NE-CONVERT): "
+                    "the model keeps plain weights (test_a_cpu_that_cannot_pack_keeps_plain_weights)")
     torch.manual_seed(0)
     # A bias, as Qwen's qkv has; 1,536 inputs, where one row's GEMV sums differently from a GEMM.
     plain = Linear(1536, 1152, bias=True).to(dtype).requires_grad_(False)
@@ -44,3 +47,13 @@ def test_an_engine_with_packed_weights_writes_the_same_tokens(ci_model_dir):
         tokens[packed] = [[t for ev in engine.generate(Request(prompt[:n], SamplingParams(max_tokens=24), drafter=d))
                            for t in ev.token_ids] for n, d in ((len(prompt), "lookup"), (37, "none"))]
     assert tokens[True] == tokens[False]
+
+
+def test_a_cpu_that_cannot_pack_keeps_plain_weights():
+    """Where oneDNN refuses a dtype (bf16 on an AVX2-only CPU), `can_pack` says so and the layer
+    keeps its plain weight; where it packs, `can_pack` agrees."""
+    from engine.models.layers import can_pack
+
+    for dtype in (torch.float32, torch.bfloat16):
+        weight = torch.zeros(32, 32, dtype=dtype)
+        assert can_pack(weight) == (torch.backends.mkldnn.is_available() and oneDNN_packs(dtype))
