@@ -46,11 +46,11 @@ PACK_ROWS = 16
 def can_pack(weight: torch.Tensor) -> bool:
     """Whether `pack_weight` applies: the CPU with oneDNN, fp32, or bf16 where oneDNN packs it."""
     return (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
-            and torch.backends.mkldnn.is_available() and oneDNN_packs(weight.dtype))
+            and torch.backends.mkldnn.is_available() and onednn_packs(weight.dtype))
 
 
 @functools.cache
-def oneDNN_packs(dtype: torch.dtype) -> bool:
+def onednn_packs(dtype: torch.dtype) -> bool:
     """Whether oneDNN lays out a `dtype` weight on this CPU: bf16 needs AVX-512 (BW, VL, DQ) or
     AVX-NE-CONVERT, and an AVX2-only CPU refuses it (a RuntimeError). Asked once per dtype."""
     try:

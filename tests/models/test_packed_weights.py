@@ -11,13 +11,13 @@ import torch
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
-from engine.models.layers import Linear, oneDNN_packs
+from engine.models.layers import Linear, onednn_packs
 from engine.types import Request, SamplingParams
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_packed_linear_computes_the_plain_ones_rows(dtype):
-    if not oneDNN_packs(dtype):
+    if not onednn_packs(dtype):
         pytest.skip(f"oneDNN does not pack {dtype} on this CPU (bf16 needs AVX-512 or AVX-NE-CONVERT): "
                     "the model keeps plain weights (test_a_cpu_that_cannot_pack_keeps_plain_weights)")
     torch.manual_seed(0)
@@ -56,4 +56,4 @@ def test_a_cpu_that_cannot_pack_keeps_plain_weights():
 
     for dtype in (torch.float32, torch.bfloat16):
         weight = torch.zeros(32, 32, dtype=dtype)
-        assert can_pack(weight) == (torch.backends.mkldnn.is_available() and oneDNN_packs(dtype))
+        assert can_pack(weight) == (torch.backends.mkldnn.is_available() and onednn_packs(dtype))
