@@ -54,7 +54,7 @@ def onednn_packs(dtype: torch.dtype) -> bool:
     """Whether oneDNN lays out a `dtype` weight on this CPU: bf16 needs AVX-512 (BW, VL, DQ) or
     AVX-NE-CONVERT, and an AVX2-only CPU refuses it (a RuntimeError). Asked once per dtype."""
     try:
-        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(PACK_ROWS, PACK_ROWS, dtype=dtype), PACK_ROWS)
+        pack_weight(torch.zeros(PACK_ROWS, PACK_ROWS, dtype=dtype))
     except RuntimeError:
         return False
     return True
