@@ -86,12 +86,18 @@ class BlockManager:
         self._by_hash: dict[bytes, int] = {}
         self._hash_of: dict[int, bytes] = {}
         self.hits = 0  # blocks reused from the cache
+        self.reserved = 0  # blocks taken out for good (`reserve`)
 
     # ---- counts -------------------------------------------------------------------------
     @property
     def num_free(self) -> int:
         """Blocks an allocation can take now (plainly free or evictable)."""
         return len(self._free) + len(self._cached_free)
+
+    @property
+    def capacity(self) -> int:
+        """Blocks a sequence can ever hold: all but the reserved ones."""
+        return self.num_blocks - self.reserved
 
     @property
     def num_cached(self) -> int:
@@ -114,6 +120,12 @@ class BlockManager:
             self.ref[b] = 1
             blocks.append(b)
         return blocks
+
+    def reserve(self) -> int:
+        """A block taken out of the pool for good (the CUDA graphs' scratch block): `capacity`,
+        and so the longest request the engine accepts (LLMEngine.limits), counts without it."""
+        self.reserved += 1
+        return self.allocate(1)[0]
 
     def release(self, blocks: list[int]) -> None:
         for b in reversed(blocks):  # tail first: a prefix's later blocks are evicted before its head

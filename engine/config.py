@@ -19,6 +19,7 @@ from engine.loader.registry import DEFAULT_MODEL
 from engine.speculative.drafters import DRAFTER_KINDS
 from kernels.paged_attention import IMPLS as ATTENTION_IMPLS
 
+MAX_VERIFY_TOKENS = 64  # the longest verify block an engine or a request may ask for
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -47,7 +48,7 @@ class EngineConfig(EnvSettings):
         "hard cap on the tokens one verify step feeds (0 = none). Each sequence feeds up to K tokens, so "
         "K * max_num_seqs tokens a step at full load; adaptive_drafts trims drafts to what pays"))
     adaptive_drafts: bool = Field(True, description="size drafts from the measured step cost and acceptance rates")
-    verify_tokens: int = Field(64, ge=1, le=64, description=(
+    verify_tokens: int = Field(64, ge=1, le=MAX_VERIFY_TOKENS, description=(
         "K: positions verified per step ([last token] + up to K-1 drafts); a step of many sequences verifies "
         "at most 32 each (engine/scheduler.py, FULL_BLOCK_ROWS)"))
     drafter: Literal[DRAFTER_KINDS] = Field("lookup", description=(

@@ -261,7 +261,7 @@ class GraphRunner:
         # model drafting beside the target, engine/speculative/hybrid.py), the 1.5B's and the 0.5B's
         # graphs so captured hung the H200 (bench/HISTORY.md, "drafting ahead").
         self.capture_stream = torch.cuda.Stream(runner.device)
-        scratch_slot = runner.kv.allocator.allocate(1)[0] * runner.kv.block_size
+        scratch_slot = runner.kv.allocator.reserve() * runner.kv.block_size
         max_width = -(-(runner.cfg.max_model_len + self.verify_tokens) // WIDTH_STEP) * WIDTH_STEP
         self.inputs = _Inputs(self.max_batch, self.verify_tokens, max_width, runner.device, scratch_slot,
                               runner.kv.block_size)

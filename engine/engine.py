@@ -27,7 +27,7 @@ from typing import Iterator
 
 import torch
 
-from engine.config import EngineConfig
+from engine.config import MAX_VERIFY_TOKENS, EngineConfig
 from engine.runner import Flight, ModelRunner, StepOutput
 from engine.scheduler import Scheduler, StepPlan, StopChecker
 from engine.sampling import position_noise, target_probs
@@ -176,7 +176,7 @@ class LLMEngine:
     @functools.cached_property
     def limits(self) -> "RequestLimits":
         draft = None if self.hybrid is None else self.hybrid.model.capacity()
-        return RequestLimits(self.cfg.max_model_len, self.kv.num_blocks * self.kv.block_size, self.cfg.verify_tokens,
+        return RequestLimits(self.cfg.max_model_len, self.kv.allocator.capacity * self.kv.block_size, self.cfg.verify_tokens,
                              self.runner.model_config.vocab_size, self.cfg.drafter, self.hybrid is not None, draft)
 
     def add_request(self, request: Request) -> Sequence:
@@ -342,7 +342,7 @@ class RequestLimits:
     (engine/engine_process.py)."""
 
     max_model_len: int
-    kv_tokens: int  # the KV cache's capacity
+    kv_tokens: int  # the KV cache's capacity (BlockManager.capacity)
     verify_tokens: int  # the engine's default verify block
     vocab_size: int
     drafter: str  # the engine's default drafter
@@ -354,14 +354,14 @@ class RequestLimits:
         check_prompt_length(request.prompt_ids, self.max_model_len)
         check_score_from(request)
         n = len(request.prompt_ids)
-        if n + self.verify_tokens > self.kv_tokens:
-            raise RequestError(f"prompt of {n} tokens does not fit the KV cache ({self.kv_tokens} tokens)",
-                               "context_length_exceeded")
+        k = request.verify_tokens or self.verify_tokens
+        if not 1 <= k <= MAX_VERIFY_TOKENS:
+            raise RequestError(f"verify_tokens must be in [1, {MAX_VERIFY_TOKENS}], got {k}")
+        if n + k > self.kv_tokens:  # Scheduler.admit holds the prompt and its verify block
+            raise RequestError(f"prompt of {n} tokens and its verify block of {k} do not fit the KV cache "
+                               f"({self.kv_tokens} tokens)", "context_length_exceeded")
         if request.prompt_ids and not (0 <= min(request.prompt_ids) and max(request.prompt_ids) < self.vocab_size):
             raise RequestError(f"prompt has token ids outside the vocabulary [0, {self.vocab_size})")
-        k = request.verify_tokens or self.verify_tokens
-        if not 1 <= k <= 64:
-            raise RequestError(f"verify_tokens must be in [1, 64], got {k}")
         kind = request.drafter or self.drafter
         if request.score_from is not None:
             return  # a score request only prefills: no drafter runs for it

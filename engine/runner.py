@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from engine.config import EngineConfig
+from engine.config import MAX_VERIFY_TOKENS, EngineConfig
 from engine.cuda_graphs import DecodeChain, GraphRunner, Staged
 from engine.kv_cache import KVCache, kv_bytes_per_token
 from engine.loader.hf_folder import load_model
@@ -94,12 +94,14 @@ class ModelRunner:
         return self.cfg.max_batch_tokens // bs + self.cfg.max_num_seqs * (self.cfg.verify_tokens // bs + 3)
 
     def _default_kv_tokens(self, per_token: int) -> int:
-        want = self.cfg.max_num_seqs * self.cfg.max_model_len
+        # A seat: a full-context sequence with the longest verify block a request may ask for
+        # (Scheduler.admit holds it). Every seat, and the CUDA graphs' scratch block.
+        seat = self.cfg.max_model_len + MAX_VERIFY_TOKENS
+        want = self.cfg.max_num_seqs * seat + self.cfg.block_size
         if self.device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(self.device)
             return min(want, int(0.5 * free) // per_token)
-        # At least one full-context sequence with its longest verify block (64 positions).
-        return max(self.cfg.max_model_len + 64, min(want, CPU_KV_BUDGET_BYTES // per_token))
+        return max(seat, min(want, CPU_KV_BUDGET_BYTES // per_token))  # on the CPU one seat at least
 
     def prepare(self, batch: list[tuple[Sequence, list[int]]], starts: list[int] | None = None):
         """Flat inputs and attention metadata for `batch` of (sequence, tokens to feed) for an eager

@@ -270,6 +270,45 @@ def test_batched_equals_one_at_a_time_and_preemption_is_invisible(ci_model_dir, 
     assert tight.kv.blocks.num_free == tight.kv.num_blocks
 
 
+def test_a_request_the_pool_can_never_hold_is_refused_not_left_waiting(ci_model_dir):
+    """What a request can have is the pool less its reserved blocks, with its own verify block:
+    on CUDA the graphs reserve a scratch block (engine/cuda_graphs.py; reserved by hand here, as
+    GraphRunner does, since CI has no GPU). A prompt whose verify block needed that block passed
+    the check and then waited for room that never comes, the engine stepping forever
+    (bench.step_time at 4k tokens and K=64 on an H100). Now add_request refuses it, and one that
+    fits runs to its end."""
+    from engine.types import RequestError
+
+    engine = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=320, max_num_seqs=1, verify_tokens=16,
+                                    kv_cache_tokens=320))  # 20 blocks
+    engine.kv.allocator.reserve()
+    assert engine.kv.allocator.capacity == 19
+    prompt = [100 + i for i in range(256)]
+    for k, blocks in ((64, 20), (32, 18)):  # the request's own block counts, not the engine's 16
+        request = Request(prompt, SamplingParams(max_tokens=4), drafter="none", verify_tokens=k)
+        if blocks > engine.kv.allocator.capacity:
+            with pytest.raises(RequestError, match="do not fit the KV cache"):
+                engine.add_request(request)
+        else:
+            seq = engine.add_request(request)
+            while engine.has_work():
+                engine.step()
+            assert seq.finish_reason == "length" and seq.num_generated == 4
+    assert engine.kv.blocks.num_free == engine.kv.allocator.capacity
+
+
+def test_the_default_pool_seats_full_context_requests_at_the_longest_block(ci_model_dir):
+    engine = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=320, max_num_seqs=2))
+    prompts = [[100 + i + j for i in range(316)] for j in range(2)]
+    seqs = [engine.add_request(Request(p, SamplingParams(max_tokens=4), drafter="none", verify_tokens=64))
+            for p in prompts]
+    engine.step()  # both admitted at once, each with its verify block of 64
+    assert all(seq in engine.running for seq in seqs)
+    while engine.has_work():
+        engine.step()
+    assert [seq.num_generated for seq in seqs] == [4, 4]
+
+
 def test_a_short_prefill_after_a_cached_document_runs_in_verify_blocks(ci_model_dir, prompts):
     # Question 2's uncached tail (under SHORT_PREFILL tokens) goes in blocks of K from its cached
     # length, padding included, and the answers are those of one eager prefill.
