@@ -213,14 +213,20 @@ def _head_logits(heads: DraftHeads, k: int, hidden: torch.Tensor, weight: torch.
 
 
 @torch.no_grad()
-def score(runner, heads: DraftHeads, chunks: torch.Tensor, batch: int) -> HeadScores:
+def held_states(runner, chunks: torch.Tensor, batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The target's states of held-out chunks, batch by batch: computed once, scored before and
+    after training (the target is frozen)."""
+    return [target_states(runner, chunks[i : i + batch]) for i in range(0, len(chunks), batch)]
+
+
+@torch.no_grad()
+def score(runner, heads: DraftHeads, states: list[tuple[torch.Tensor, torch.Tensor]]) -> HeadScores:
     weight = _head_weight(runner.model)
-    n, L = heads.num_heads, chunks.shape[1]
+    n = heads.num_heads
     right = torch.zeros(n)
     chain, count = 0.0, 0
-    for i in range(0, len(chunks), batch):
-        hidden, greedy = target_states(runner, chunks[i : i + batch])
-        rows = L - n  # positions where every head has a label
+    for hidden, greedy in states:
+        rows = hidden.shape[1] - n  # positions where every head has a label
         ok = torch.stack([(_head_logits(heads, k, hidden[:, :rows].reshape(-1, hidden.shape[-1]), weight).argmax(-1)
                            == greedy[:, k + 1 : k + 1 + rows].reshape(-1)).cpu() for k in range(n)])  # [n, N]
         right += ok.float().sum(1)
@@ -260,9 +266,12 @@ def train_heads(runner, chunks: torch.Tensor, num_heads: int = 3, steps: int = 6
     talk_rows = min(batch - 1, max(1, round(batch * answer_share))) if talk else 0
     heads = DraftHeads(model.config.hidden_size, num_heads).to(runner.device)  # fp32 master weights
 
+    held = held_states(runner, corpus.held, batch)
+    talk_held = held_states(runner, talk.held, batch) if talk else []
+
     def scores() -> tuple[HeadScores, HeadScores | None]:
-        held = score(runner, heads, corpus.held, batch) if len(corpus.held) else HeadScores([], 0.0)
-        return held, score(runner, heads, talk.held, batch) if talk and len(talk.held) else None
+        return (score(runner, heads, held) if held else HeadScores([], 0.0),
+                score(runner, heads, talk_held) if talk_held else None)
 
     before, answers_before = scores()
     opt = torch.optim.AdamW(heads.parameters(), lr=lr, weight_decay=0.0)
