@@ -274,8 +274,9 @@ job() {
     # The default against K=16, one process each, in turn, twice: issue 35's 64-request goal at the default.
     concurrency_default_ab) for k in 64 16 64 16; do $t 300 python3 -m bench.concurrency --levels 8 32 64 --cases 0 \
       --modes "lookup K=$k +prediction" && cp $RES/concurrency_cuda.json $RES/concurrency_k${k}_$(date +%s).json; done ;;
-    equal_default_inv) EDITAPPLY_BATCH_INVARIANT=on $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
-      --plot $RES/equal_default_inv --configs "lookup K=64 +prediction" && cp $RES/spec_decode_cuda.json $RES/equal_default_inv.json ;;
+    # Plain decoding beside the default, one run: the same-output count is against plain (~3 min with the switch).
+    equal_default_inv) EDITAPPLY_BATCH_INVARIANT=on $t 400 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm \
+      --plot $RES/equal_default_inv --configs plain "lookup K=64 +prediction" && cp $RES/spec_decode_cuda.json $RES/equal_default_inv.json ;;
     apply15_default) for k in 16 64; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
     workloads15_default) for k in 16 64; do EDITAPPLY_VERIFY_TOKENS=$k $t 300 python3 -m bench.drafters --limit 4 \

@@ -120,18 +120,19 @@ def main(argv=None) -> None:
     for w, prompts in workloads.items():
         for d in args.drafters:
             r = run(engine, prompts, d)
-            base = results.get(f"{w}/none") or results.get(f"{w}/{args.drafters[0]}")
-            r["same_as_plain"] = sum(a == b for a, b in zip(r["outputs"], (base or r)["outputs"]))
+            base = results.get(f"{w}/none") or results.get(f"{w}/{args.drafters[0]}")  # None: r is the reference
+            r["same_as_plain"] = sum(a == b for a, b in zip(r["outputs"], base["outputs"])) if base else None
             results[f"{w}/{d}"] = r
             acc = f"{r['model_accepted']}/{r['model_drafted']}" if r["model_drafted"] else ""
             rows.append([w, d, r["tokens"], r["steps"], r["per_step"], acc, r["decode_tok_s"], r["ttft_ms"],
-                         f"{r['same_as_plain']}/{len(prompts)}", histogram_text(r["hist"])])
+                         "" if base is None else f"{r['same_as_plain']}/{len(prompts)}", histogram_text(r["hist"])])
             print(rows[-1], flush=True)
     cfg = engine.cfg
     print(header(f"Drafters by workload ({args.model}, draft model {draft}, {cfg.torch_dtype}, {cfg.torch_device}, "
                  f"{args.limit} prompts each, max_tokens {args.max_tokens})"))
+    reference = "plain" if "none" in args.drafters else args.drafters[0]
     print(table(["workload", "drafter", "tokens", "steps", "tokens/step", "model drafts accepted", "decode tok/s",
-                 "TTFT ms", "same output as plain", "histogram (tokens/step:steps)"], rows))
+                 "TTFT ms", f"same output as {reference}", "histogram (tokens/step:steps)"], rows))
     phases = [[*key.split("/"), f"{r['decode_s'] / r['steps'] * 1e6:.0f}", *r["phases"].values()]
               for key, r in results.items() if r["steps"]]
     print("\nHost time per verify step, us (decode wall per step, then the engine's phases; ahead: steps "
