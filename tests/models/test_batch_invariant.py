@@ -65,7 +65,7 @@ def test_greedy_speculation_is_identical_in_bf16(ci_model_dir):
     engine = LLMEngine(EngineConfig(model=str(ci_model_dir), device="cpu", dtype="bf16", max_model_len=4096))
     cases = sorted((json.loads(line) for line in open("bench/data/dev.jsonl")), key=lambda r: len(r["original"]))
     tok = engine.tokenizer
-    for case in cases[:3]:
+    for case in cases[:2]:  # plain decoding in bf16 is slow where the CPU has no bf16 units (~0.2 s a token)
         prompt = build_apply_prompt(case["original"], case["update_snippet"], case["instruction"], case["language"])
         ids, params = prompt.prompt_ids(tok), SamplingParams(max_tokens=160)
         plain = [t for ev in engine.generate(Request(ids, params, drafter="none", verify_tokens=1)) for t in ev.token_ids]
