@@ -176,8 +176,9 @@ class LLMEngine:
     @functools.cached_property
     def limits(self) -> "RequestLimits":
         draft = None if self.hybrid is None else self.hybrid.model.capacity()
-        return RequestLimits(self.cfg.max_model_len, self.kv.allocator.capacity * self.kv.block_size, self.cfg.verify_tokens,
-                             self.runner.model_config.vocab_size, self.cfg.drafter, self.hybrid is not None, draft)
+        return RequestLimits(self.cfg.max_model_len, self.kv.allocator.capacity * self.kv.block_size,
+                             self.cfg.verify_tokens, self.runner.model_config.vocab_size, self.cfg.drafter,
+                             self.hybrid is not None, draft)
 
     def add_request(self, request: Request) -> Sequence:
         self.check_request(request)

@@ -284,16 +284,13 @@ def test_a_request_the_pool_can_never_hold_is_refused_not_left_waiting(ci_model_
     engine.kv.allocator.reserve()
     assert engine.kv.allocator.capacity == 19
     prompt = [100 + i for i in range(256)]
-    for k, blocks in ((64, 20), (32, 18)):  # the request's own block counts, not the engine's 16
-        request = Request(prompt, SamplingParams(max_tokens=4), drafter="none", verify_tokens=k)
-        if blocks > engine.kv.allocator.capacity:
-            with pytest.raises(RequestError, match="do not fit the KV cache"):
-                engine.add_request(request)
-        else:
-            seq = engine.add_request(request)
-            while engine.has_work():
-                engine.step()
-            assert seq.finish_reason == "length" and seq.num_generated == 4
+    # The request's own block counts, not the engine's 16: 256 + 64 positions are 20 blocks.
+    with pytest.raises(RequestError, match="do not fit the KV cache"):
+        engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none", verify_tokens=64))
+    seq = engine.add_request(Request(prompt, SamplingParams(max_tokens=4), drafter="none", verify_tokens=32))  # 18
+    while engine.has_work():
+        engine.step()
+    assert seq.finish_reason == "length" and seq.num_generated == 4
     assert engine.kv.blocks.num_free == engine.kv.allocator.capacity
 
 
