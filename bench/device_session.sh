@@ -21,7 +21,8 @@
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Issue 35's closing batch, in this order: stepsK64 apply05_default concurrency_default_ab equal_default_inv rag_default
-# (then pull15: apply15_default).
+# (then pull15: apply15_default). Run on an H100 at 5951f22 but for stepsK64 (hung: fixed in e41304a) and
+# equal_default_inv's plain run (added since): those two first on the next lease, then the rest on an H200.
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
 # attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
