@@ -125,7 +125,8 @@ def main(argv=None) -> None:
             results[f"{w}/{d}"] = r
             acc = f"{r['model_accepted']}/{r['model_drafted']}" if r["model_drafted"] else ""
             rows.append([w, d, r["tokens"], r["steps"], r["per_step"], acc, r["decode_tok_s"], r["ttft_ms"],
-                         "" if base is None else f"{r['same_as_plain']}/{len(prompts)}", histogram_text(r["hist"])])
+                         "" if base is None else f"{r['same_as_plain']}/{len(prompts)}",
+                         histogram_text(r["hist"])])
             print(rows[-1], flush=True)
     cfg = engine.cfg
     print(header(f"Drafters by workload ({args.model}, draft model {draft}, {cfg.torch_dtype}, {cfg.torch_device}, "

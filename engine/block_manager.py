@@ -124,8 +124,9 @@ class BlockManager:
     def reserve(self) -> int:
         """A block taken out of the pool for good (the CUDA graphs' scratch block): `capacity`,
         and so the longest request the engine accepts (LLMEngine.limits), counts without it."""
+        block = self.allocate(1)[0]
         self.reserved += 1
-        return self.allocate(1)[0]
+        return block
 
     def release(self, blocks: list[int]) -> None:
         for b in reversed(blocks):  # tail first: a prefix's later blocks are evicted before its head

@@ -11,7 +11,7 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import make_layer_kv
 from engine.types import SamplingParams
-from engine.types import Request
+from engine.types import Request, RequestError
 from tests.conftest import EagerBlocks
 
 # ---- block manager, no model ---------------------------------------------------------------
@@ -277,8 +277,6 @@ def test_a_request_the_pool_can_never_hold_is_refused_not_left_waiting(ci_model_
     the check and then waited for room that never comes, the engine stepping forever
     (bench.step_time at 4k tokens and K=64 on an H100). Now add_request refuses it, and one that
     fits runs to its end."""
-    from engine.types import RequestError
-
     engine = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=320, max_num_seqs=1, verify_tokens=16,
                                     kv_cache_tokens=320))  # 20 blocks
     engine.kv.allocator.reserve()
