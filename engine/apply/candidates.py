@@ -284,6 +284,33 @@ def _blank_edges_given_up(c: Candidate, seg: tuple[str, ...]) -> Candidate | Non
     return pair(head.drop(lead), tail.cut(tail.length - trail))
 
 
+def _nearer_braces(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> Candidate | None:
+    """`c` with each anchor of braces and blanks alone moved to the copy of its lines nearest its
+    partner (the same lines, indentation included), if that drops less original code; else None.
+    Such an anchor says little about where it is: the segment `}` `}` `` `return None` over the
+    original `}` `}` `` `}` `` `return None` anchors its head `}` on the first brace (the block
+    `}` `}` `` grown there, cut where the tail begins) and would delete the second brace, where
+    the copy next to the tail deletes a blank line only."""
+    head, tail = c.head, c.tail
+    if head == tail or head.seg_end > tail.seg_start or head.orig_end > tail.orig_start:
+        return None
+    trivial = lambda b: all(w == TRIVIAL_WEIGHT for w in b.weights)
+    rows = lambda b, at: index.lines[at : at + b.length]
+    moved = lambda b, at: replace(b, orig_start=at)
+    if trivial(head):
+        at = next((q for q in range(tail.orig_start - head.length, head.orig_start, -1)
+                   if rows(head, q) == rows(head, head.orig_start)), None)
+        head = head if at is None else moved(head, at)
+    if trivial(tail):
+        at = next((q for q in range(head.orig_end, tail.orig_start) if rows(tail, q) == rows(tail, tail.orig_start)), None)
+        tail = tail if at is None else moved(tail, at)
+    if (head, tail) == (c.head, c.tail):
+        return None
+    v = Candidate(head, tail, c.weight, c.level)
+    fewer = len(dropped_rows(v, seg, index, code_only=True)) < len(dropped_rows(c, seg, index, code_only=True))
+    return v if fewer else None
+
+
 def _alone(block: Block) -> Candidate:
     """`block` as both anchors: the rest of the segment inserted around it."""
     return Candidate(block, block, sum(block.weights), block.level)
@@ -324,6 +351,7 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
                 and not _misaligned(c, seg, index, last))
 
     found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and fits(c)]
+    found += [v for c in found if (v := _nearer_braces(c, seg, index)) is not None and fits(v)]
     found += [_alone(b) for b in _singles(heads + tails)]
     found += [v for c in found if (v := _blank_edges_given_up(c, seg)) is not None and (v.head == v.tail or fits(v))]
     # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say

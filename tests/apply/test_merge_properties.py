@@ -105,6 +105,12 @@ _V20, _V22 = "value_20 = compute(alpha, 20)", "value_22 = compute(alpha, 22)"
     expected=[""] * 18 + ["}", _V20, _V22, _V20, _V22] + [""] * 15,
     untouched=[*range(19), 20, 22, 23, 24, *range(25, 40)],
 ))
+@example(Case(  # the head `}` anchored on the first of two braces, cut where the tail begins (`_nearer_braces`)
+    original=[""] * 8 + ["}", "}", "", "}", "", "return None"] + [""] * 19 + ["}"],
+    snippet=["", MARKER, "}", "}", "", "return None", MARKER],
+    expected=[""] * 8 + ["}", "}", "}", "", "return None"] + [""] * 19 + ["}"],
+    untouched=[*range(10), *range(11, 34)],
+))
 def test_merge_never_loses_untouched_lines(case: Case):
     """Every untouched line of code survives, in order. Blank lines are left out of the
     comparison: in a stretch of nothing but blanks and braces, where one blank line goes is not

@@ -49,9 +49,10 @@ def test_an_engine_with_packed_weights_writes_the_same_tokens(ci_model_dir):
     assert tokens[True] == tokens[False]
 
 
-def test_a_cpu_that_cannot_pack_keeps_plain_weights():
-    """`can_pack` says yes exactly where packing a real layer's weight works: where oneDNN refuses
-    a dtype (bf16 on an AVX2-only CPU) the model keeps its plain weights instead of raising."""
+def test_a_cpu_that_cannot_pack_keeps_plain_weights(ci_model_dir):
+    """`can_pack` says yes exactly where packing a real layer's weight works (the probe packs a
+    16 x 16 one), and a bf16 engine asked for packed weights builds either way: packed where
+    oneDNN packs bf16, plain weights where it refuses them (an AVX2-only CPU) instead of raising."""
     from engine.models.layers import can_pack, pack_weight
 
     for dtype in (torch.float32, torch.bfloat16):
@@ -62,3 +63,5 @@ def test_a_cpu_that_cannot_pack_keeps_plain_weights():
         except RuntimeError:
             packs = False
         assert can_pack(weight) == packs, dtype
+    engine = LLMEngine(EngineConfig(model=str(ci_model_dir), max_model_len=256, dtype="bf16", packed_weights=True))
+    assert (engine.runner.model.head_packed is not None) == onednn_packs(torch.bfloat16)
