@@ -88,32 +88,41 @@ class Candidate:
 
 
 def pair(head: Block, tail: Block) -> Candidate | None:
-    """The best candidate made of `head` and `tail`, or None if they cannot fit together.
+    """The best candidate made of `head` and `tail`, or None if they cannot fit together."""
+    return _heaviest(pairs(head, tail))
+
+
+def _heaviest(same_span: list[Candidate]) -> Candidate | None:
+    """Of `pairs`' options, the one whose anchors keep more weight."""
+    return max(same_span, key=lambda c: c.weight, default=None)
+
+
+def pairs(head: Block, tail: Block) -> list[Candidate]:
+    """The candidates made of `head` and `tail`, all over one span; none if they cannot fit
+    together.
 
     Blocks on one diagonal may overlap (the segment is all context there). Otherwise they must be
     disjoint in both the segment and the original, and overlapping blocks give lines up: around a
     deletion, the context on both sides can repeat the deleted lines (`}`, a blank, a duplicated
     statement) and both anchors grow over them; around an insertion that repeats its context
     (a new block shaped like the one above it, a blank line on both sides), the tail grows back
-    over the head's lines. Either the head gives up its last lines or the tail its first ones,
-    whichever keeps more weight.
+    over the head's lines. Either the head gives up its last lines or the tail its first ones.
     """
     if head.seg_start > tail.seg_start:
-        return None
+        return []
     level = max(head.level, tail.level)
     if head.orig_start - head.seg_start == tail.orig_start - tail.seg_start and head.seg_end > tail.seg_start:
         weight = sum(head.weights) + sum(tail.weights[head.seg_end - tail.seg_start :])
-        return Candidate(head, tail, weight, level)
+        return [Candidate(head, tail, weight, level)]
     keep = min(tail.seg_start - head.seg_start, tail.orig_start - head.orig_start)
     drop = max(head.seg_end - tail.seg_start, head.orig_end - tail.orig_start, 0)
     options = [(head.cut(keep), tail)] if keep >= 1 else []
     options += [(head, tail.drop(drop))] if drop < tail.length else []
-    found = [
+    return [
         Candidate(h, t, sum(h.weights) + sum(t.weights), level)
         for h, t in options
         if h.seg_end <= t.seg_start and h.orig_end <= t.orig_start
     ]
-    return max(found, key=lambda c: c.weight, default=None)
 
 
 def _pairings(heads: list[Block], tails: list[Block]) -> list[tuple[Block, Block]]:
@@ -288,9 +297,10 @@ def _nearer_braces(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> 
     """`c` with each anchor of braces and blanks alone moved to the copy of its lines nearest its
     partner (the same lines, indentation included), if that drops less original code; else None.
     Such an anchor says little about where it is: the segment `}` `}` `` `return None` over the
-    original `}` `}` `` `}` `` `return None` anchors its head `}` on the first brace (the block
-    `}` `}` `` grown there, cut where the tail begins) and would delete the second brace, where
-    the copy next to the tail deletes a blank line only."""
+    original `}` `}` `` `}` `` `return None` grows its head `}` `}` `` on the first brace; cut
+    where the tail `}` `` `return None` begins, it stands on the first brace and the span deletes
+    the second, where the copy next to the tail deletes a blank line only. `c` is any of `pairs`'
+    options (the same, upside down, needs the tail's)."""
     head, tail = c.head, c.tail
     if head == tail or head.seg_end > tail.seg_start or head.orig_end > tail.orig_start:
         return None
@@ -350,8 +360,10 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
         return (not _drops_unshown(c, seg, index, ours, keys, fragment) and not _beheads(c, seg, index, keys, ends)
                 and not _misaligned(c, seg, index, last))
 
-    found = [c for h, t in _pairings(heads, tails) if (c := pair(h, t)) is not None and fits(c)]
-    found += [v for c in found if (v := _nearer_braces(c, seg, index)) is not None and fits(v)]
+    options = [pairs(h, t) for h, t in _pairings(heads, tails)]
+    found = [c for same_span in options if (c := _heaviest(same_span)) is not None and fits(c)]
+    found += [v for same_span in options for c in same_span
+              if (v := _nearer_braces(c, seg, index)) is not None and fits(v)]
     found += [_alone(b) for b in _singles(heads + tails)]
     found += [v for c in found if (v := _blank_edges_given_up(c, seg)) is not None and (v.head == v.tail or fits(v))]
     # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say

@@ -97,24 +97,35 @@ def is_subsequence(needles: list[str], haystack: list[str]) -> bool:
 _V20, _V22 = "value_20 = compute(alpha, 20)", "value_22 = compute(alpha, 22)"
 
 
+def upside_down(case: Case) -> Case:
+    """The same edit read from the file's end: every list reversed."""
+    n = len(case.original)
+    return Case(case.original[::-1], case.snippet[::-1], case.expected[::-1], [n - 1 - i for i in reversed(case.untouched)])
+
+
+_BRACES = Case(  # the head `}` anchored on the first of two braces, cut where the tail begins (`_nearer_braces`)
+    original=[""] * 8 + ["}", "}", "", "}", "", "return None"] + [""] * 19 + ["}"],
+    snippet=["", MARKER, "}", "}", "", "return None", MARKER],
+    expected=[""] * 8 + ["}", "}", "}", "", "return None"] + [""] * 19 + ["}"],
+    untouched=[*range(10), *range(11, 34)],
+)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases())
+@given(cases(), st.booleans())
 @example(Case(  # the tail `v20 v22` fits its second copy too; that reading deleted the first (`_echoes`)
     original=[""] * 18 + ["}", "", _V20, "", _V22, _V20, _V22] + [""] * 15,
     snippet=[MARKER, "", "", "", "}", _V20, _V22, MARKER],
     expected=[""] * 18 + ["}", _V20, _V22, _V20, _V22] + [""] * 15,
     untouched=[*range(19), 20, 22, 23, 24, *range(25, 40)],
-))
-@example(Case(  # the head `}` anchored on the first of two braces, cut where the tail begins (`_nearer_braces`)
-    original=[""] * 8 + ["}", "}", "", "}", "", "return None"] + [""] * 19 + ["}"],
-    snippet=["", MARKER, "}", "}", "", "return None", MARKER],
-    expected=[""] * 8 + ["}", "}", "}", "", "return None"] + [""] * 19 + ["}"],
-    untouched=[*range(10), *range(11, 34)],
-))
-def test_merge_never_loses_untouched_lines(case: Case):
-    """Every untouched line of code survives, in order. Blank lines are left out of the
-    comparison: in a stretch of nothing but blanks and braces, where one blank line goes is not
-    decidable, and a blank line is no code to lose."""
+), False)
+@example(_BRACES, False)
+@example(_BRACES, True)
+def test_merge_never_loses_untouched_lines(case: Case, flip: bool):
+    """Every untouched line of code survives, in order, reading the edit from either end of the
+    file. Blank lines are left out of the comparison: in a stretch of nothing but blanks and
+    braces, where one blank line goes is not decidable, and a blank line is no code to lose."""
+    case = upside_down(case) if flip else case
     if not any(line.strip() and line != MARKER for line in case.snippet):
         return  # a snippet of markers only is rejected before merging (tested elsewhere)
     result = merge(text(case.original), text(case.snippet), "python")
