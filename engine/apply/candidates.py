@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
 from engine.apply.anchor import (
-    EXACT, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, line_weight,
+    EXACT, RARE, TRIVIAL_WEIGHT, Block, OriginalIndex, anchor_blocks, definition, is_trivial, line_weight,
     new_definition_rows, new_definitions, normalize, twins,
 )
 from engine.apply.languages import parse_tree
@@ -176,37 +177,67 @@ def _last_row(seg: tuple[str, ...]) -> int | None:
     return next((s for s in range(len(seg) - 1, 0, -1) if seg[s].strip()), None)
 
 
-def _closing_tails(seg: tuple[str, ...], index: OriginalIndex, heads: list[Block], hi: int, last: int | None) -> list[Block]:
-    """A segment that opens a construct with its first line and ends with a lone closer (row
-    `last`, `inherits(A, B, {` ... `});`): that closer is the construct's own, wherever the lines
-    between went -- a tail anchor no line-by-line match finds, since `});` is everywhere."""
-    if last is None or not is_trivial(seg[last]) or index.text is None:
+def _closing_tails(seg: tuple[str, ...], index: OriginalIndex, blocks: list[Block], hi: int, last: int | None,
+                   ends) -> list[Block]:
+    """A segment that ends with a lone closer (row `last`) and shows the line that opens it
+    (`_opener_of`: `inherits(A, B, {` ... `});`, or `function alpha_4(x) {` below the end of the
+    function before it): that closer is the construct's own, wherever the lines between went (a
+    statement deleted above it) -- a tail anchor no line-by-line match finds, since `}` is
+    everywhere. `blocks` are the anchor blocks, one of which must hold the opener; `ends(row)` is
+    `construct_end` of an original row."""
+    if last is None or not is_trivial(seg[last]) or index.text is None or (r := _opener_of(seg, last)) is None:
         return []
     out = []
-    for h in heads:
-        if h.seg_start == 0 and h.seg_end <= last:
-            end = construct_end(index.text, index.lines, index.language, h.orig_start)
-            if end is not None and h.orig_end <= end < hi and index.normal[end] == normalize(seg[last]):
+    for b in blocks:
+        if b.seg_start <= r < b.seg_end <= last:
+            end = ends(b.orig_start + r - b.seg_start)
+            if end is not None and b.orig_end <= end < hi and index.normal[end] == normalize(seg[last]):
                 out.append(Block(last, end, (TRIVIAL_WEIGHT,), EXACT))
-    return out
+    return list(dict.fromkeys(out))
+
+
+def _opener_of(seg: tuple[str, ...], last: int) -> int | None:
+    """The row that opens the closer at row `last` by indentation: the nearest non-blank row above
+    it at its depth, if that row ends with an opening bracket; else None."""
+    above = next((r for r in range(last - 1, -1, -1) if seg[r].strip() and depth(seg[r]) <= depth(seg[last])), None)
+    if above is None or depth(seg[above]) != depth(seg[last]) or not seg[above].rstrip().endswith(("{", "(", "[")):
+        return None
+    return above
 
 
 def _drops_unshown(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, ours: set[str], keys: set[str],
                    fragment: bool = False) -> bool:
     """Whether the span deletes what its anchors are too weak to say is deleted. Between two
     real anchors, code the snippet skips is plainly deleted (`def perimeter` between `area` and
-    `main`); a lone brace is no such evidence: with one anchor of trivial lines only (`}`,
-    blanks), no definition the segment does not show may go, and with two, no significant line
-    it does not show. In a snippet without markers (`fragment`), definitions a span leaves out
-    are put back (`gaps.py`), so only the second rule holds there."""
+    `main`); a lone brace is no such evidence: with two anchors of trivial lines only (`}`,
+    blanks), no significant line the segment does not show may go. With one, no definition it
+    does not show may go; likewise where an anchor's lines are all common (`return x;` `}`,
+    each found more than RARE times: the end of any function), unless the segment writes a
+    definition between its anchors (one renamed or moved there). In a snippet without markers
+    (`fragment`), definitions a span leaves out are put back (`gaps.py`), so only the first rule
+    holds there."""
     trivial = sum(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail))
-    if trivial == 0 or (fragment and trivial == 1):
-        return False
     if trivial == 2 and c.head is not c.tail:
         if _in_place(c, seg):
             return False
         return any(not is_trivial(index.lines[p]) and index.normal[p] not in ours for p in range(c.start, c.end))
+    common = any(_common(b, seg, index) for b in (c.head, c.tail)) \
+        and not any(definition(line) for line in seg[c.head.seg_end : c.tail.seg_start])
+    if fragment or not (trivial or common):
+        return False
     return any(key and key not in keys for key in index.defines[c.start : c.end])
+
+
+def _common(b: Block, seg: tuple[str, ...], index: OriginalIndex) -> bool:
+    """Whether each line of the block is trivial or occurs more than RARE times in the original."""
+    return all(is_trivial(seg[s]) or len(index.normal_at.get(normalize(seg[s]), ())) > RARE
+               for s in range(b.seg_start, b.seg_end))
+
+
+def _shifted_apart(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> bool:
+    """Whether the two anchors match at different depths (`shift`)."""
+    shifts = {shift(c.head, seg, index), shift(c.tail, seg, index)}
+    return c.head is not c.tail and None not in shifts and len(shifts) == 2
 
 
 def _in_place(c: Candidate, seg: tuple[str, ...]) -> bool:
@@ -228,10 +259,8 @@ def _misaligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, last: 
     segment's last non-blank row)."""
     if c.head is c.tail:
         return False
-    if any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)):
-        shifts = {shift(c.head, seg, index), shift(c.tail, seg, index)}
-        if None not in shifts and len(shifts) == 2:
-            return True
+    if any(all(w == TRIVIAL_WEIGHT for w in b.weights) for b in (c.head, c.tail)) and _shifted_apart(c, seg, index):
+        return True
     return _first_closer_shifted(c, seg, index, last)
 
 
@@ -293,14 +322,15 @@ def _blank_edges_given_up(c: Candidate, seg: tuple[str, ...]) -> Candidate | Non
     return pair(head.drop(lead), tail.cut(tail.length - trail))
 
 
-def _nearer_braces(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> Candidate | None:
+def _nearer_braces(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, pinned=()) -> Candidate | None:
     """`c` with each anchor of braces and blanks alone moved to the copy of its lines nearest its
     partner (the same lines, indentation included), if that drops less original code; else None.
     Such an anchor says little about where it is: the segment `}` `}` `` `return None` over the
     original `}` `}` `` `}` `` `return None` grows its head `}` `}` `` on the first brace; cut
     where the tail `}` `` `return None` begins, it stands on the first brace and the span deletes
     the second, where the copy next to the tail deletes a blank line only. `c` is any of `pairs`'
-    options (the same, upside down, needs the tail's)."""
+    options (the same, upside down, needs the tail's). A closer found as its construct's end
+    (`_closing_tails`, in `pinned`) stays where it is."""
     head, tail = c.head, c.tail
     if head == tail or head.seg_end > tail.seg_start or head.orig_end > tail.orig_start:
         return None
@@ -311,7 +341,7 @@ def _nearer_braces(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> 
         at = next((q for q in range(tail.orig_start - head.length, head.orig_start, -1)
                    if rows(head, q) == rows(head, head.orig_start)), None)
         head = head if at is None else moved(head, at)
-    if trivial(tail):
+    if trivial(tail) and tail not in pinned:
         at = next((q for q in range(head.orig_end, tail.orig_start) if rows(tail, q) == rows(tail, tail.orig_start)), None)
         tail = tail if at is None else moved(tail, at)
     if (head, tail) == (c.head, c.tail):
@@ -349,12 +379,15 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     heads = anchor_blocks(seg, index, lo, hi, from_end=False, skip=new)
     tails = anchor_blocks(seg, index, lo, hi, from_end=True, skip=new)
     last = _last_row(seg)
-    if closing := _closing_tails(seg, index, heads, hi, last):  # they outrank lone braces matched elsewhere
-        tails = [t for t in tails if any(w > TRIVIAL_WEIGHT for w in t.weights)] + closing
-    ours = {normalize(line) for line in seg}
-    keys = {key for line in seg if (key := definition(line))} | twins(seg, index)
     tree = functools.cache(lambda: parse_tree(index.text, index.language) if index.text is not None else None)
     ends = functools.cache(lambda row: tree() and construct_end(index.text, index.lines, index.language, row, tree()))
+    closing = _closing_tails(seg, index, heads + tails, hi, last, ends)
+    if closing:  # they outrank lone braces, and any tail that puts the closer elsewhere
+        at = {c.orig_start for c in closing}
+        tails = [t for t in tails if any(w > TRIVIAL_WEIGHT for w in t.weights)
+                 and not (t.seg_start <= last < t.seg_end and t.orig_start + last - t.seg_start not in at)] + closing
+    ours = {normalize(line) for line in seg}
+    keys = {key for line in seg if (key := definition(line))} | twins(seg, index)
 
     def fits(c: Candidate) -> bool:
         return (not _drops_unshown(c, seg, index, ours, keys, fragment) and not _beheads(c, seg, index, keys, ends)
@@ -362,10 +395,11 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
 
     options = [pairs(h, t) for h, t in _pairings(heads, tails)]
     found = [c for same_span in options if (c := _heaviest(same_span)) is not None and fits(c)]
-    found += [v for same_span in options for c in same_span
-              if (v := _nearer_braces(c, seg, index)) is not None and fits(v)]
     found += [_alone(b) for b in _singles(heads + tails)]
-    found += [v for c in found if (v := _blank_edges_given_up(c, seg)) is not None and (v.head == v.tail or fits(v))]
+    unblanked = [v for c in found if (v := _blank_edges_given_up(c, seg)) is not None]
+    found += [v for v in unblanked if v.head == v.tail or fits(v)]
+    found += [v for c in itertools.chain(*options, unblanked)
+              if (v := _nearer_braces(c, seg, index, pinned=closing)) is not None and fits(v)]
     # Lines inside a new definition matched elsewhere (its `__call__` like every class's) say
     # nothing about where the segment goes when lines outside it anchor.
     fresh = new_definition_rows(seg, index)
