@@ -16,12 +16,12 @@ an anchor without its blank edges, `candidates._drops_unshown` for anchors of co
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bench.fuzz_merge import outcome
 from engine.apply import merge
-from tests.apply.test_merge_properties import Case, is_subsequence, text
+from tests.apply.test_merge_properties import Case, cut, is_subsequence, text
 
 MARKER = "// ... existing code ..."
 NAMES = ["alpha", "beta", "gamma", "delta"]
@@ -62,49 +62,16 @@ def brace_cases(draw, distinct: bool) -> Case:
     a statement of the original as context (a window of braces and `return x;` alone, or a block
     whose every statement is rewritten under a header found twice, fits more than one place)."""
     original = draw(brace_files(distinct))
-    n = len(original)
-    cuts = sorted(draw(st.sets(st.integers(0, n), min_size=2, max_size=6)))
-    windows = [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts) - 1, 2) if cuts[k + 1] > cuts[k]]
-    windows = [w for i, w in enumerate(windows) if i == 0 or w[0] > windows[i - 1][1]] or [(0, n)]
-    snippet: list[str] = []
-    expected: list[str] = []
-    untouched: list[int] = []
-    fresh = iter(range(10_000))
-    cursor = 0
-    for start, end in windows:
-        untouched += range(cursor, start)
-        expected += original[cursor:start]
-        if start > 0:
-            snippet.append(MARKER)
-        anchored = False
-        for i in range(start, end):
-            line = original[i]
-            pad = line[: len(line) - len(line.lstrip())]
-            action = draw(st.sampled_from(["keep", "keep", "change", "delete", "insert"]))
-            if action in ("change", "delete") and (line.rstrip().endswith("{") or line.strip() == "}"):
-                action = "keep"
-            if action in ("keep", "insert"):
-                anchored = anchored or (distinct and "x = " in line)
-            if action == "keep":
-                snippet.append(line)
-                expected.append(line)
-                untouched.append(i)
-            elif action == "change":
-                new = f"{pad}y{next(fresh)} = changed(x);"
-                snippet.append(new)
-                expected.append(new)
-            elif action == "insert":
-                new = f"{pad}added{next(fresh)}();"
-                snippet += [line, new]
-                expected += [line, new]
-                untouched.append(i)
-        cursor = end
-        assume(anchored)
-    untouched += range(cursor, n)
-    expected += original[cursor:]
-    if cursor < n:
-        snippet.append(MARKER)
-    return Case(original, snippet, expected, untouched)
+
+    def edit(i: int, at_edge: bool, k: int) -> tuple[str, str | None]:
+        line = original[i]
+        pad = line[: len(line) - len(line.lstrip())]
+        action = draw(st.sampled_from(["keep", "keep", "change", "delete", "insert"]))
+        if action in ("change", "delete") and (line.rstrip().endswith("{") or line.strip() == "}"):
+            action = "keep"
+        return action, {"change": f"{pad}y{k} = changed(x);", "insert": f"{pad}added{k}();"}.get(action)
+
+    return cut(draw, original, MARKER, edit, max_cuts=6, context=(lambda line: "x = " in line) if distinct else None)
 
 
 def _function(name: str, *body: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from engine.apply import merge
@@ -41,16 +41,15 @@ def files(draw, duplicates: bool) -> list[str]:
     return lines
 
 
-@st.composite
-def cases(draw, duplicates: bool = True, edges_are_context: bool = False) -> Case:
-    original = draw(files(duplicates))
+def cut(draw, original: list[str], marker: str, edit, max_cuts: int = 8, context=None) -> Case:
+    """A lazy snippet of `original` (the module docstring): windows are every other interval
+    between sorted cut points; each line in a window is kept, or `edit(i, at_edge, k)` -- `k`
+    numbers the new lines -- says ("change", new line), ("insert", line added after it),
+    ("delete", None) or ("keep", None). `context(line)`: each window must keep such a line."""
     n = len(original)
-    # Window boundaries: sorted cut points, windows are every other interval, gaps >= 1 line.
-    cuts = sorted(draw(st.sets(st.integers(0, n), min_size=2, max_size=8)))
+    cuts = sorted(draw(st.sets(st.integers(0, n), min_size=2, max_size=max_cuts)))
     windows = [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts) - 1, 2) if cuts[k + 1] > cuts[k]]
-    windows = [w for i, w in enumerate(windows) if i == 0 or w[0] > windows[i - 1][1]]
-    if not windows:
-        windows = [(0, n)]
+    windows = [w for i, w in enumerate(windows) if i == 0 or w[0] > windows[i - 1][1]] or [(0, n)]
     snippet: list[str] = []
     expected: list[str] = []
     untouched: list[int] = []
@@ -60,29 +59,35 @@ def cases(draw, duplicates: bool = True, edges_are_context: bool = False) -> Cas
         untouched += range(cursor, start)
         expected += original[cursor:start]
         if start > 0:
-            snippet.append(MARKER)
+            snippet.append(marker)
+        kept_context = context is None
         for i in range(start, end):
-            at_edge = i in (start, end - 1)
-            action = "keep" if edges_are_context and at_edge else draw(st.sampled_from(["keep", "keep", "change", "delete", "insert"]))
-            if action == "keep":
+            action, new = edit(i, i in (start, end - 1), next(fresh))
+            if action in ("keep", "insert"):
                 snippet.append(original[i])
                 expected.append(original[i])
                 untouched.append(i)
-            elif action == "change":
-                new = f"changed_{next(fresh)} = {draw(st.sampled_from(WORDS))}()"
+                kept_context = kept_context or context(original[i])
+            if new is not None:
                 snippet.append(new)
                 expected.append(new)
-            elif action == "insert":
-                new = f"inserted_{next(fresh)}()"
-                snippet += [original[i], new]
-                expected += [original[i], new]
-                untouched.append(i)
         cursor = end
+        assume(kept_context)
     untouched += range(cursor, n)
     expected += original[cursor:]
     if cursor < n:
-        snippet.append(MARKER)
+        snippet.append(marker)
     return Case(original, snippet, expected, untouched)
+
+
+@st.composite
+def cases(draw, duplicates: bool = True, edges_are_context: bool = False) -> Case:
+    def edit(i: int, at_edge: bool, k: int) -> tuple[str, str | None]:
+        action = "keep" if edges_are_context and at_edge else draw(st.sampled_from(["keep", "keep", "change", "delete", "insert"]))
+        new = {"change": f"changed_{k} = {draw(st.sampled_from(WORDS))}()", "insert": f"inserted_{k}()"}.get(action)
+        return action, new
+
+    return cut(draw, draw(files(duplicates)), MARKER, edit)
 
 
 def text(lines: list[str]) -> str:
