@@ -10,8 +10,7 @@ from engine.block_manager import BlockManager, BlockTable, OutOfBlocksError
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.kv_cache import make_layer_kv
-from engine.types import SamplingParams
-from engine.types import Request, RequestError
+from engine.types import Request, RequestError, SamplingParams
 from tests.conftest import EagerBlocks
 
 # ---- block manager, no model ---------------------------------------------------------------

@@ -322,7 +322,8 @@ def _blank_edges_given_up(c: Candidate, seg: tuple[str, ...]) -> Candidate | Non
     return pair(head.drop(lead), tail.cut(tail.length - trail))
 
 
-def _nearer_braces(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, pinned=()) -> Candidate | None:
+def _nearer_braces(c: Candidate, seg: tuple[str, ...], index: OriginalIndex,
+                   pinned: list[Block] = ()) -> Candidate | None:
     """`c` with each anchor of braces and blanks alone moved to the copy of its lines nearest its
     partner (the same lines, indentation included), if that drops less original code; else None.
     Such an anchor says little about where it is: the segment `}` `}` `` `return None` over the
