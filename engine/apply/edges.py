@@ -14,9 +14,11 @@ from __future__ import annotations
 import itertools
 import re
 
+from engine.apply import brackets
 from engine.apply.anchor import OriginalIndex, definition, is_trivial, normalize, setting
 from engine.apply.confidence import IMPLIED_MARKER, Choices, Doubt
 from engine.apply.fuzzy import similarity
+from engine.apply.languages import parser_for
 from engine.apply.scope import block_end, construct_end, drops_definitions, open_constructs, replaces_ending, statements
 from engine.apply.text import indent_of
 
@@ -138,7 +140,7 @@ def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: i
     if anchor is not None and index.text is not None and (inner := block_end(index.text, index.lines, index.language,
                                                                               anchor, hi)) is not None:
         stops.append(inner)
-    if hi == len(index) and index.text is not None:
+    if hi == len(index) and index.text is not None and not _structure_unknown(index.language):
         stops.append(hi)
     last = f"the snippet's last {len(new)} line(s), new," if new else "the snippet's last line"
     options = {"keep": f"{last} with no marker after {'them' if new else 'it'}: original lines {end + 1}-{hi} below "
@@ -158,6 +160,12 @@ def tail_edge(lines: list[str], index: OriginalIndex, k: int, shown: int, end: i
         return end
     doubt.note("snippet_end", options[taken])
     return int(taken.split()[1])
+
+
+def _structure_unknown(language: str | None) -> bool:
+    """Code without a grammar: where its constructs end is not known, so no snippet end deletes
+    the code below it (scope.py); prose has no constructs to misread."""
+    return brackets.applies(language) and parser_for(language) is None
 
 
 def final_blank_lines(lines: list[str], index: OriginalIndex, start: int, end: int) -> list[str]:

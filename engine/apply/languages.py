@@ -66,7 +66,7 @@ LANGUAGES: dict[str, LanguageSpec] = {
                      stray_keywords=("end", "else", "elsif", "when", "ensure", "rescue", "then", "do")),
         LanguageSpec("bash", (".sh", ".bash", ".zsh"), ("sh", "shell", "zsh"), **_HASH,
                      grammar=("tree_sitter_bash", "language")),
-        # Languages without a grammar wheel here: comment syntax only.
+        # Languages without a grammar wheel here: comment syntax only (brackets.py reads their brackets).
         LanguageSpec("kotlin", (".kt", ".kts"), (), **_C_LIKE),
         LanguageSpec("swift", (".swift",), (), **_C_LIKE),
         LanguageSpec("scala", (".scala",), (), **_C_LIKE),

@@ -6,7 +6,8 @@ Each check is a named `Problem` with a reason; `Validation.ok` is False when any
 * `empty_result`     the result is empty (or whitespace) though the original was not;
 * `parse_errors`     tree-sitter finds more ERROR/MISSING nodes in the result than in the
                      original (for Python, where it finds none, CPython's compiler is asked
-                     too): the merge broke the syntax (errors the file already had are fine);
+                     too; without a grammar, brackets that fail to pair: brackets.py): the
+                     merge broke the syntax (errors the file already had are fine);
 * `markers_copied`   elision markers (`// ... existing code ...`) landed in the file as text;
 * `mass_deletion`    more than 30% of the original's lines disappeared (net of lines added in
                      their place) while the snippet kept elisions, i.e. did not say "this is the
@@ -37,8 +38,9 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 
+from engine.apply import brackets
 from engine.apply.errors import Problem
-from engine.apply.languages import language_spec, parse_tree, resolve_language, stray_keyword_query
+from engine.apply.languages import language_spec, parse_tree, parser_for, resolve_language, stray_keyword_query
 from engine.apply.markers import find_markers
 from engine.apply.anchor import normalize
 from engine.apply.confidence import HIGH_CONFIDENCE
@@ -110,16 +112,16 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
 
 
 def syntax_errors(text: str, language: str | None, compiler: bool = True) -> list[int] | None:
-    """0-based rows of the innermost ERROR and MISSING nodes in `text`; None without a grammar.
-    Where the grammar finds none in Python, the row of CPython's syntax error, if any
-    (`compiler`).
+    """0-based rows of the innermost ERROR and MISSING nodes in `text`. Where the grammar finds
+    none in Python, the row of CPython's syntax error, if any (`compiler`). Without a grammar,
+    the rows where brackets fail to pair (`brackets.errors`); None for prose.
 
     Innermost, because error recovery wraps a whole class in one ERROR node whose start says
     little; the nodes inside it sit where the syntax actually broke.
     """
     tree = parse_tree(text, language)
     if tree is None:
-        return None
+        return brackets.errors(text, language) if brackets.applies(language) else None
     rows: list[int] = []
     stack = [tree.root_node] if tree.root_node.has_error else []
     while stack:
@@ -182,7 +184,9 @@ def _parse_errors(original: str, text: str, language: str | None, snippet: Snipp
     lines = text.split("\n")
     fresh = sorted({r for r in after if lines[r].strip() not in old})
     row = fresh[0] if fresh else after[0]
-    counts = f"the result has {len(after)} syntax error node(s), the original {len(before)}"
+    what = "syntax error node(s)" if parser_for(language) is not None else \
+        "unpaired bracket(s) or unclosed string(s) (no grammar for the language: a lexical check)"
+    counts = f"the result has {len(after)} {what}, the original {len(before)}"
     if snippet is not None and fresh and _snippet_own(fresh, lines, snippet, orig_lines):
         rest = "\n".join(line for r, line in enumerate(lines) if r not in fresh)
         # The grammar's count only: without its lines a block the snippet wrote may be empty.

@@ -60,11 +60,6 @@ def test_a_stray_ruby_end_is_a_syntax_error_though_the_grammar_reads_it_as_a_var
     assert syntax_errors("r = (1..2).end\ndef end\nend\n", "ruby") == []
 
 
-def test_no_parse_check_without_a_grammar():
-    assert syntax_errors("fun x( {", "kotlin") is None
-    assert validate("a\nb\nc\n", "a\nb(\nc\n", language="kotlin").ok
-
-
 def test_markers_copied_into_the_file(server_go):
     copied = server_go.replace("\treturn nil\n", "\t// ... existing code ...\n\treturn nil\n")
     check = validate(server_go, copied, language="go")
