@@ -43,10 +43,18 @@ _TRIVIAL_WORDS = frozenset(
 # A definition starts its line, after modifiers (`pub(crate) fn`, `export default async function`):
 # the same words inside a statement or a docstring ("creates a class with") define nothing.
 _DEFINITION = re.compile(
-    r"^\s*(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|extern(?:\s+\"[^\"]*\")?|public|private|protected|"
-    r"static|abstract|final|declare|override|open|internal|sealed|inline|const)\s+)*"
-    r"((?:def|class|func|fn|function\*?|interface|struct|enum|trait|type|module|impl)\s+(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*)"
+    r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*"  # Kotlin's and Swift's annotations on the line: `@JvmStatic fun`
+    r"(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|extern(?:\s+\"[^\"]*\")?|(?:public|private|protected)(?:\[\w*\])?|"
+    r"static|abstract|final|declare|override|open|internal|sealed|inline|const|"
+    r"mutating|fileprivate|convenience|required|suspend|data|operator|infix|tailrec|implicit|case|local)\s+)*"
+    r"((?:def|class|func|fun|fn|function\*?|interface|struct|enum|trait|type|module|impl|object|protocol|extension)"
+    r"\s+(?:\([^)]*\)\s*)?(?:<[^>]*>\s*)?[A-Za-z_$][\w$]*(?:[.:][A-Za-z_$][\w$]*)*)"
 )
+# Swift's initializers and subscripts: a keyword and a parameter list, no name.
+_NAMELESS = re.compile(r"^\s*(?:(?:public|private|fileprivate|internal|open|override|convenience|required|mutating)\s+)*"
+                       r"(init|deinit|subscript)\s*[(?!{<]")
+# Kotlin's companion object, named `Companion` unless it says otherwise.
+_COMPANION = re.compile(r"^\s*(?:(?:public|private|protected|internal)\s+)*companion\s+object(?:\s+([A-Za-z_]\w*))?")
 
 # A Rust impl block: `impl<K, V> MutableEntryKey for OccupiedEntry<'_, K, V> {` -> its trait and type.
 _IMPL = re.compile(r"^\s*(?:unsafe\s+)?impl\s*(?:<[^{]*?>)?\s+(?:([\w:]+)(?:<[^{]*?>)?\s+for\s+)?([\w:]+)")
@@ -93,15 +101,21 @@ def setting(line: str) -> tuple[str, str, str] | None:
 
 def definition(line: str) -> str | None:
     """'def main' for `def main(argv):`, 'func (c *Cache) Len' for a Go method, 'method power' for
-    `  power(e) {`, 'impl Display for Error' for a Rust impl (generics left out); None otherwise
-    (also in a comment: prose says "the trait can")."""
+    `  power(e) {`, 'impl Display for Error' for a Rust impl (generics left out), 'fun build' for
+    Kotlin's `fun <T> build()`, 'init label' for Swift's `init(label: ...)`, 'function M.f' for
+    Lua's `function M.f(a)`; None otherwise (also in a comment: prose says "the trait can")."""
     if line.lstrip().startswith(COMMENT_OPENERS):
         return None
     if match := _IMPL.match(line):
         return " ".join(filter(None, ("impl", match[1], match[1] and "for", match[2])))
     match = _DEFINITION.match(line)
     if match:
-        return " ".join(match.group(1).split())
+        return " ".join(re.sub(r"<[^>]*>", "", match.group(1)).split())
+    if nameless := _NAMELESS.match(line):  # each overload by its first parameter: `init tasksToRequests`
+        label = re.match(r"\s*\(?\s*([\w$]+)", line[nameless.end() - 1:])
+        return f"{nameless.group(1)} {label.group(1)}" if label else nameless.group(1)
+    if companion := _COMPANION.match(line):
+        return f"object {companion.group(1) or 'Companion'}"
     assigned = _ASSIGNED_FUNCTION.match(line)
     if assigned:
         return f"function {assigned.group(1).split('.')[-1]}"

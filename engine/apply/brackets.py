@@ -4,7 +4,8 @@
 
 Where no grammar is loaded (Kotlin, Swift, PHP, Lua, ... or a grammar wheel that failed to
 install), validation counts these errors instead of the tree's (`validate.syntax_errors`): a
-merge that drops or doubles a `}` is refused, not reported valid. Strings and comments are skipped with the
+merge that drops or doubles a `}` is refused, not reported valid. Lua's blocks are keywords
+(`function` ... `end`), paired the same way. Strings and comments are skipped with the
 language's comment syntax (`LanguageSpec`) and the quotes below; a string the lexer cannot close
 on its line ends there, so a stray apostrophe costs one line, not the file. Like the tree's
 count, the check compares the result with the original: errors the file already has are fine.
@@ -19,23 +20,27 @@ import re
 from engine.apply.languages import language_spec
 
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
-_OPENER_OF = {close: open_ for open_, close in _PAIRS.items()}
+# Languages whose blocks are keywords: each opener and the word that closes it (`elseif` and
+# `then` open nothing; `for ... do` and `while ... do` open at `do`).
+_KEYWORD_PAIRS = {"lua": {"function": "end", "do": "end", "if": "end", "repeat": "until"}}
 
 # Languages whose `'` delimits strings; elsewhere it is a character literal ('x', '\n') or not a
 # quote at all (Rust's lifetimes, prose in markup).
 _SINGLE_QUOTED = {"python", "javascript", "typescript", "tsx", "ruby", "bash", "php", "lua", "sql", "yaml",
                   "toml", "css"}
-# Strings that may span lines, as (opener, closer, escapes).
+_TRIPLE_DOUBLE, _TRIPLE_SINGLE = '"' * 3, "'" * 3
+# Strings and comments that may span lines, as (opener, closer, escapes).
 _MULTILINE = {
-    "python": (('"""', '"""', True), ("'''", "'''", True)),
+    "python": ((_TRIPLE_DOUBLE, _TRIPLE_DOUBLE, True), (_TRIPLE_SINGLE, _TRIPLE_SINGLE, True)),
     "javascript": (("`", "`", True),),
     "typescript": (("`", "`", True),),
     "tsx": (("`", "`", True),),
     "go": (("`", "`", False),),
-    "kotlin": (('"""', '"""', False),),
-    "scala": (('"""', '"""', False),),
-    "swift": (('"""', '"""', True),),
-    "toml": (('"""', '"""', True), ("'''", "'''", False)),
+    "kotlin": ((_TRIPLE_DOUBLE, _TRIPLE_DOUBLE, False),),
+    "scala": ((_TRIPLE_DOUBLE, _TRIPLE_DOUBLE, False),),
+    "swift": ((_TRIPLE_DOUBLE, _TRIPLE_DOUBLE, True),),
+    "toml": ((_TRIPLE_DOUBLE, _TRIPLE_DOUBLE, True), (_TRIPLE_SINGLE, _TRIPLE_SINGLE, False)),
+    "lua": (("--[[", "]]", False), ("[[", "]]", False)),
 }
 # Where the check means nothing: prose, or a file of a language we do not know.
 _NOT_CODE = {"text"}
@@ -47,14 +52,18 @@ def applies(language: str | None) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _lexer(name: str) -> tuple[re.Pattern, dict[str, tuple[str, bool]]]:
-    """The pattern of what matters in code (comment and string openers, brackets) for language
-    `name`, longest first, and each multi-line opener's (closer, escapes)."""
+def _lexer(name: str) -> tuple[re.Pattern, dict[str, str], dict[str, tuple[str, bool]]]:
+    """For language `name`: the pattern of what matters in code (comment and string openers,
+    brackets, block keywords as whole words; longest first), each opener's closer, and each
+    multi-line opener's (closer, escapes)."""
     spec = language_spec(name)
     multiline = {open_: (close, escapes) for open_, close, escapes in _MULTILINE.get(name, ())}
-    tokens = [*multiline, *(o for o, _ in spec.block_comments), *spec.line_comments, '"', "'", *_PAIRS, *_OPENER_OF]
-    tokens = sorted(set(tokens), key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, tokens))), multiline
+    keywords = _KEYWORD_PAIRS.get(name, {})
+    symbols = {*multiline, *(o for o, _ in spec.block_comments), *spec.line_comments, '"', "'", *_PAIRS, *_PAIRS.values()}
+    alternatives = [re.escape(t) for t in sorted(symbols, key=len, reverse=True)]
+    if keywords:
+        alternatives.insert(0, r"\b(?:" + "|".join(sorted({*keywords, *keywords.values()})) + r")\b")
+    return re.compile("|".join(alternatives)), {**_PAIRS, **keywords}, multiline
 
 
 _QUOTED = {q: re.compile(rf"(?:\\.|[^\\{q}\n])*{q}") for q in "\"'"}
@@ -65,10 +74,10 @@ def errors(text: str, language: str | None) -> list[int]:
     """0-based rows, sorted, where `text` read as code in `language` has a closer with no opener
     or the wrong one (its row), an opener never closed (its row), a string or block comment that
     never ends (where it starts)."""
-    name = language_spec(language).name
     spec = language_spec(language)
-    pattern, multiline = _lexer(name)
-    block_closers = dict(spec.block_comments)
+    pattern, pairs, multiline = _lexer(spec.name)
+    closers = set(pairs.values())
+    block_comments = dict(spec.block_comments)
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def row(pos: int) -> int:
@@ -78,33 +87,30 @@ def errors(text: str, language: str | None) -> list[int]:
         end = text.find("\n", pos)
         return len(text) if end < 0 else end
 
-    stack: list[tuple[str, int]] = []
+    stack: list[tuple[str, int]] = []  # (the closer awaited, the opener's row)
     found: list[int] = []
     pos = 0
     while (m := pattern.search(text, pos)) is not None:
         token, pos = m.group(), m.end()
-        if token in _PAIRS:
-            stack.append((token, row(m.start())))
-        elif token in _OPENER_OF:
-            at = row(m.start())
-            opener = _OPENER_OF[token]
-            depth = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == opener), None)
-            if depth is None:
-                found.append(at)  # a closer with no opener
-                continue
-            found += [r for _, r in stack[depth + 1:]]  # openers it skips never close
-            del stack[depth:]
-        elif token in spec.line_comments:
-            pos = line_end(pos)
-        elif token in block_closers or token in multiline:
-            close, escapes = multiline.get(token, (block_closers.get(token), False))
+        if token in multiline or token in block_comments:
+            close, escapes = multiline.get(token) or (block_comments[token], False)
             end = _find_close(text, pos, close, escapes)
             if end < 0:
                 found.append(row(m.start()))  # never closed: the rest of the file is inside it
-                pos = len(text)
                 break
             pos = end
-        elif token == "'" and name not in _SINGLE_QUOTED:
+        elif token in spec.line_comments:
+            pos = line_end(pos)
+        elif token in pairs:
+            stack.append((pairs[token], row(m.start())))
+        elif token in closers:
+            depth = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == token), None)
+            if depth is None:
+                found.append(row(m.start()))  # a closer with no opener
+                continue
+            found += [r for _, r in stack[depth + 1:]]  # openers it skips never close
+            del stack[depth:]
+        elif token == "'" and spec.name not in _SINGLE_QUOTED:
             if (char := _CHAR.match(text, m.start())) is not None:
                 pos = char.end()
         else:  # a one-line string; unclosed, it ends with its line

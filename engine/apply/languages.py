@@ -67,7 +67,7 @@ LANGUAGES: dict[str, LanguageSpec] = {
         LanguageSpec("bash", (".sh", ".bash", ".zsh"), ("sh", "shell", "zsh"), **_HASH,
                      grammar=("tree_sitter_bash", "language")),
         # Languages without a grammar wheel here: comment syntax only (brackets.py reads their brackets).
-        LanguageSpec("kotlin", (".kt", ".kts"), (), **_C_LIKE),
+        LanguageSpec("kotlin", (".kt", ".kts"), ("kt", "kts"), **_C_LIKE),
         LanguageSpec("swift", (".swift",), (), **_C_LIKE),
         LanguageSpec("scala", (".scala",), (), **_C_LIKE),
         LanguageSpec("php", (".php",), (), line_comments=("//", "#"), block_comments=(C_BLOCK,)),

@@ -1,10 +1,10 @@
-"""Code in a language without a grammar (Kotlin, Swift, PHP, ...): the lexical bracket check
-stands in for tree-sitter (`engine/apply/brackets.py`), and a snippet end deletes nothing below
-(`edges.tail_edge`).
+"""Code in a language without a grammar (Kotlin, Swift, PHP, Scala, Lua, ...): the lexical
+bracket check stands in for tree-sitter (`engine/apply/brackets.py`), a snippet end deletes
+nothing below (`edges.tail_edge`), and definitions are known by their keywords (`anchor.definition`).
 
-Real files of those languages have no eval set here, so the dev sets' brace-language cases with
-their grammars hidden stand in for them (`no_grammars`): the merge sees what it sees for a Kotlin
-file, real code whose structure only its text tells.
+Two sets of real edits: `dev_langs.jsonl` (those languages), and the dev sets' brace-language cases
+with their grammars hidden (`no_grammars`), where the merge sees real code whose structure only
+its text tells.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.apply import brackets, languages, validate
+from engine.apply.anchor import definition
 from engine.apply.readings import explore
 from engine.apply.validate import syntax_errors
 
@@ -44,6 +45,14 @@ def test_an_apostrophe_is_a_string_only_where_the_language_says_so():
     assert brackets.errors('val s = "open\nfun g() {\n}\n', "kotlin") == []
 
 
+def test_lua_blocks_pair_by_keyword():
+    lua = "local function f(x)\n  if x then\n    for i = 1, 3 do g(i) end\n  elseif y then\n    return 1\n  end\nend\n"
+    assert brackets.errors(lua, "lua") == []
+    assert brackets.errors(lua + "end\n", "lua") == [7]  # a doubled `end`
+    assert brackets.errors(lua.replace("  end\nend", "end"), "lua") == [0]  # f's `end` closed the `if`
+    assert brackets.errors("--[[ end\n]] s = [[ if\n]]\nrepeat x() until done\n", "lua") == []
+
+
 def test_strings_over_several_lines():
     kotlin = 'val s = """\n  { not code\n"""\nfun f() {\n}\n'
     assert brackets.errors(kotlin, "kotlin") == []
@@ -61,17 +70,45 @@ def test_without_a_grammar_the_bracket_check_counts_errors():
     assert "lexical check" in check.problems[0].reason
 
 
+@pytest.mark.parametrize("line, key", [
+    ("    mutating func disassociate(_ task: URLSessionTask) -> Bool {", "func disassociate"),
+    ("    init(tasksToRequests: [URLSessionTask: Request] = [:],", "init tasksToRequests"),
+    ("    subscript(_ request: Request) -> URLSessionTask? {", "subscript _"),
+    ("    @JvmStatic fun <T> builder(type: TypeName): Builder {", "fun builder"),
+    ("  companion object {", "object Companion"),
+    ("  private[os] def walk(path: Path): Seq[Path] = {", "def walk"),
+    ("case class Config(verbose: Boolean)", "class Config"),
+    ("local function split(s)", "function split"),
+    ("function fs.copy(src, dest)", "function fs.copy"),
+])
+def test_definitions_of_the_languages_without_a_grammar(line, key):
+    """The text-level definition keys (`anchor.definition`) that guard a merge from deleting a
+    definition the snippet never showed (a class rewritten with its other methods left out)."""
+    assert definition(line) == key
+
+
+def silently_wrong(cases: list[dict]) -> list[str]:
+    """The ids of `cases` whose merge, as the pipeline runs it, validates but is not `expected`."""
+    return [case["id"] for case in cases
+            if (found := explore(case["original"], case["update_snippet"], case["language"], case["path"])).validation.ok
+            and found.result.text != case["expected"]]
+
+
+def test_languages_without_a_grammar_are_never_silently_wrong():
+    """dev_langs.jsonl: 128 real edits in Kotlin, PHP, Swift, Scala and Lua. At bfe50f3 nine
+    validated wrong (a `}` or an `end` doubled, a class's members left out of a rewrite deleted,
+    a block fenced as ```kt dropped)."""
+    cases = [json.loads(line) for line in (DATA / "dev_langs.jsonl").open()]
+    assert len(cases) == 128 and languages.parse_tree("fun f() {}", "kotlin") is None
+    assert not silently_wrong(cases)
+
+
 @pytest.mark.usefixtures("no_grammars")
 def test_brace_languages_without_their_grammars_are_never_silently_wrong():
     """dev_hard's and dev_hard_train's Go, Rust, JavaScript, TypeScript and Java cases (307):
     before the bracket check and the kept snippet end, 9 of them validated wrong without their
-    grammars (a `}` dropped or doubled, the rest of a file deleted under a snippet's last `}`)."""
+    grammars (a `}` dropped or doubled, a key written beside the one it changes)."""
     cases = [c for name in ("dev_hard.jsonl", "dev_hard_train.jsonl") for line in (DATA / name).open()
              if (c := json.loads(line))["language"] in ("go", "rust", "javascript", "typescript", "java")]
     assert len(cases) >= 300 and languages.parse_tree("f()", "go") is None
-    wrong = []
-    for case in cases:
-        found = explore(case["original"], case["update_snippet"], case["language"], case["path"])
-        if found.validation.ok and found.result.text != case["expected"]:
-            wrong.append(case["id"])
-    assert not wrong, f"validated but wrong without a grammar: {wrong}"
+    assert not silently_wrong(cases)
