@@ -52,7 +52,7 @@ _DEFINITION = re.compile(
 )
 # Swift's initializers and subscripts: a keyword and a parameter list, no name.
 _NAMELESS = re.compile(r"^\s*(?:(?:public|private|fileprivate|internal|open|override|convenience|required|mutating)\s+)*"
-                       r"(init|deinit|subscript)\s*[(?!{<]")
+                       r"(init|deinit|subscript)\s*(?=[(?!{<])(?:\(\s*([\w$]+))?")
 # Kotlin's companion object, named `Companion` unless it says otherwise.
 _COMPANION = re.compile(r"^\s*(?:(?:public|private|protected|internal)\s+)*companion\s+object(?:\s+([A-Za-z_]\w*))?")
 
@@ -112,8 +112,7 @@ def definition(line: str) -> str | None:
     if match:
         return " ".join(re.sub(r"<[^>]*>", "", match.group(1)).split())
     if nameless := _NAMELESS.match(line):  # each overload by its first parameter: `init tasksToRequests`
-        label = re.match(r"\s*\(?\s*([\w$]+)", line[nameless.end() - 1:])
-        return f"{nameless.group(1)} {label.group(1)}" if label else nameless.group(1)
+        return " ".join(filter(None, nameless.groups()))
     if companion := _COMPANION.match(line):
         return f"object {companion.group(1) or 'Companion'}"
     assigned = _ASSIGNED_FUNCTION.match(line)
