@@ -319,7 +319,7 @@ def train_heads(runner, chunks: torch.Tensor, num_heads: int = 3, steps: int = 6
 def train_model_heads(model: str, corpus: list[str], num_heads: int = 3, steps: int = 600, batch: int = 16,
                       seq_len: int = 512, lr: float = 1e-3, out: str | None = None, device: str = "auto",
                       log=print, max_seconds: float = 0.0, answers: int = 0,
-                      answer_tokens: int = 256) -> tuple[Path, TrainReport]:
+                      answer_tokens: int = 256, holdout: int = 64) -> tuple[Path, TrainReport]:
     """Train heads for `model` (a preset or folder) on the text files under `corpus` (and on the
     target's answers to `answers` requests made from it, each up to `answer_tokens` long) and
     store them next to the model (engine/speculative/heads.py heads_path), or at `out`. Returns the path
@@ -361,7 +361,7 @@ def train_model_heads(model: str, corpus: list[str], num_heads: int = 3, steps: 
             raise ValueError(f"the answers have {exc}: ask for more (--answers)") from None
         log(f"answers: {answers} requests written in {time.perf_counter() - t:.0f} s, "
             f"{talk.numel()} tokens in {len(talk)} chunks")
-    heads, report = train_heads(runner, chunks, num_heads, steps, batch, lr, log=log, name=model,
+    heads, report = train_heads(runner, chunks, num_heads, steps, batch, lr, holdout, log=log, name=model,
                                 max_seconds=max_seconds, answers=talk)
     report.corpus_files = len(texts)
     report.answers = answers

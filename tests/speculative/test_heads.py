@@ -30,8 +30,9 @@ def heads_model(ci_model_dir, tmp_path_factory):
     folder.mkdir()
     for f in ci_model_dir.iterdir():
         (folder / f.name).symlink_to(f)
-    _, report = train_model_heads(str(folder), ["engine"], num_heads=3, steps=24, batch=4, seq_len=128,
-                                  device="cpu", log=lambda *_: None, answers=12, answer_tokens=48)
+    # A short run at a high learning rate, scored on few held-out chunks: ~75 s of CI's CPU.
+    _, report = train_model_heads(str(folder), ["engine"], num_heads=3, steps=12, batch=4, seq_len=128, lr=3e-3,
+                                  device="cpu", log=lambda *_: None, answers=8, answer_tokens=48, holdout=16)
     return folder, report
 
 
@@ -50,10 +51,10 @@ def test_training_teaches_the_heads(heads_model):
     answers to requests made from the corpus)."""
     folder, report = heads_model
     assert (folder / HEADS_FILE).is_file()
-    assert report.corpus_files > 10 and report.tokens == 24 * 4 * 128
+    assert report.corpus_files > 10 and report.tokens == 12 * 4 * 128
     assert all(a > b for a, b in zip(report.after.top1, report.before.top1)), report
     assert report.after.chain > 1.5 * report.before.chain > 0, report
-    assert report.answers == 12 and report.answer_tokens >= 12 * 48
+    assert report.answers == 8 and report.answer_tokens >= 8 * 48
     assert report.answers_after.chain > report.answers_before.chain > 0, report
 
 
