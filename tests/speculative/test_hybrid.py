@@ -61,6 +61,16 @@ def engine(ci_model_dir, draft_dir):
                                   max_num_seqs=4, adaptive_drafts=False, verify_tokens=16))
 
 
+@pytest.fixture(scope="module")
+def plain(engine) -> dict[str, list[int]]:
+    """Plain decoding's 96 tokens (no speculation, one token a step) of the chat and the apply
+    prompt, decoded once: the greedy tests compare with them."""
+    tok = engine.tokenizer
+    params = SamplingParams(max_tokens=96)
+    return {name: generate(engine, Request(ids, params, drafter="none", verify_tokens=1))[0]
+            for name, ids in (("chat", tok.encode_chat(CHAT)), ("apply", apply_case(tok)[0]))}
+
+
 def generate(engine, request):
     out, stats = [], None
     for ev in engine.generate(request):
@@ -141,22 +151,20 @@ def test_peek_continues_an_extended_context_without_moving_cursors():
 
 
 @pytest.mark.parametrize("drafter", ["hybrid", "draft"])
-def test_greedy_output_is_plain_decoding_with_the_draft_model(engine, drafter):
+def test_greedy_output_is_plain_decoding_with_the_draft_model(engine, plain, drafter):
     """Chat (the model's text) and an apply prompt (quotes plus new lines): the same tokens as
     plain decoding, the draft model's tokens both accepted and rejected (its cache rolled back),
     and every draft-cache block given back when the requests end."""
     tok = engine.tokenizer
-    prompts = [(tok.encode_chat(CHAT), {}), apply_case(tok)]
+    prompts = {"chat": (tok.encode_chat(CHAT), {}), "apply": apply_case(tok)}
     drafted = accepted = 0
     # The model's estimate pinned high, so that it drafts in every step it is in sync for (left
     # to learn, one early rejection stops this weak draft until a probe).
     engine.hybrid.rates[MODEL] = Acceptance(prior=0.9, weight=1e6)
     try:
-        for ids, sources in prompts:
-            params = SamplingParams(max_tokens=96)
-            plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
-            out, stats = generate(engine, Request(ids, params, sources=sources, drafter=drafter))
-            assert out == plain
+        for name, (ids, sources) in prompts.items():
+            out, stats = generate(engine, Request(ids, SamplingParams(max_tokens=96), sources=sources, drafter=drafter))
+            assert out == plain[name]
             drafted, accepted = drafted + stats.model_drafted, accepted + stats.model_accepted
             assert stats.model_accepted <= stats.model_drafted <= stats.drafted
     finally:
@@ -176,20 +184,20 @@ def test_chained_draft_tokens_are_the_step_by_step_greedy_tokens(engine):
     assert decode_both_ways(runner, prompts, feeds, 5, chained=True) == decode_both_ways(runner, prompts, feeds, 5, chained=False)
 
 
-def test_quotes_are_planned_ahead(engine):
+def test_quotes_are_planned_ahead(engine, plain):
     """While lookup quotes for a hybrid request (its draft fills the block, so the model does not
     run), the next step is planned ahead as for lookup alone (Scheduler.plan_ahead); where the
     prediction ends the model's turn comes back, and the output is plain decoding's throughout."""
     ids, sources = apply_case(engine.tokenizer)
-    params = SamplingParams(max_tokens=96)
-    plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
+    want = plain["apply"]
     before = engine.step_times.ahead
-    out, _ = generate(engine, Request(ids, params, sources={"prediction": plain[:64], **sources}, drafter="hybrid"))
-    assert out == plain
+    out, _ = generate(engine, Request(ids, SamplingParams(max_tokens=96), sources={"prediction": want[:64], **sources},
+                                      drafter="hybrid"))
+    assert out == want
     assert engine.step_times.ahead - before >= 2
 
 
-def test_the_model_drafts_ahead_and_its_bets_are_verified(engine, monkeypatch):
+def test_the_model_drafts_ahead_and_its_bets_are_verified(engine, plain, monkeypatch):
     """Drafting ahead (EDITAPPLY_DRAFT_AHEAD; on the CPU one after the other): the model bets on
     the next step while this one is verified, the steps whose bet held are launched from it, and
     the output is plain decoding's, the bets that failed dropped with both caches rolled back."""
@@ -209,11 +217,9 @@ def test_the_model_drafts_ahead_and_its_bets_are_verified(engine, monkeypatch):
     engine.scheduler.draft_ahead = True
     bets, drafted, accepted = engine.hybrid.stats.ahead, 0, 0
     try:
-        for ids, sources in [(tok.encode_chat(CHAT), {}), apply_case(tok)]:
-            params = SamplingParams(max_tokens=96)
-            plain, _ = generate(engine, Request(ids, params, drafter="none", verify_tokens=1))
-            out, stats = generate(engine, Request(ids, params, sources=sources, drafter="hybrid"))
-            assert out == plain
+        for name, (ids, sources) in {"chat": (tok.encode_chat(CHAT), {}), "apply": apply_case(tok)}.items():
+            out, stats = generate(engine, Request(ids, SamplingParams(max_tokens=96), sources=sources, drafter="hybrid"))
+            assert out == plain[name]
             drafted, accepted = drafted + stats.model_drafted, accepted + stats.model_accepted
         assert 0 < len(held) < engine.hybrid.stats.ahead - bets and 0 < accepted < drafted
     finally:

@@ -25,19 +25,31 @@ def engines(ci_model_dir):
     return LLMEngine(EngineConfig(**common)), LLMEngine(EngineConfig(plan_ahead=False, **common))
 
 
-def apply_requests(plain: LLMEngine, n: int, max_tokens: int = 96) -> tuple[list[Request], list[list[int]]]:
-    """Apply prompts of the smallest dev cases and their plain greedy outputs. The prediction
-    source is that output (the CI model does not write the expected file), so lookup drafts
-    whole blocks and the bets hold but where the output ends or repeats itself."""
+@pytest.fixture(scope="module")
+def cases(engines) -> list[tuple[list[int], list[int], list[int]]]:
+    """The three smallest dev cases' apply prompts, their originals' tokens and their plain greedy
+    outputs (96 tokens), decoded once: a shorter output is a prefix of the longer (greedy)."""
+    plain = engines[1]
     tok = plain.tokenizer
     with open(DEV) as f:
-        rows = sorted((json.loads(line) for line in f), key=lambda r: len(r["original"]))[:n]
-    requests, outputs = [], []
+        rows = sorted((json.loads(line) for line in f), key=lambda r: len(r["original"]))[:3]
+    out = []
     for r in rows:
-        prompt = build_apply_prompt(r["original"], r["update_snippet"], r["instruction"], r["language"])
-        ids, params = prompt.prompt_ids(tok), SamplingParams(max_tokens=max_tokens)
-        want = run_together(plain, [Request(ids, params, drafter="none", verify_tokens=1)])[0]
-        requests.append(Request(ids, params, sources={"prediction": want, "original": tok.encode(r["original"])}))
+        ids = build_apply_prompt(r["original"], r["update_snippet"], r["instruction"], r["language"]).prompt_ids(tok)
+        want = run_together(plain, [Request(ids, SamplingParams(max_tokens=96), drafter="none", verify_tokens=1)])[0]
+        out.append((ids, tok.encode(r["original"]), want))
+    return out
+
+
+def apply_requests(cases, n: int, max_tokens: int = 96) -> tuple[list[Request], list[list[int]]]:
+    """Requests of the first `n` cases and their plain outputs. The prediction source is that
+    output (the CI model does not write the expected file), so lookup drafts whole blocks and the
+    bets hold but where the output ends or repeats itself."""
+    requests, outputs = [], []
+    for ids, original, full in cases[:n]:
+        want = full[:max_tokens]
+        requests.append(Request(ids, SamplingParams(max_tokens=max_tokens),
+                                sources={"prediction": want, "original": original}))
         outputs.append(want)
     return requests, outputs
 
@@ -49,9 +61,9 @@ def run_together(engine: LLMEngine, requests: list[Request]) -> list[list[int]]:
     return [s.output_ids for s in seqs]
 
 
-def test_plan_ahead_engages_and_changes_no_token(engines):
+def test_plan_ahead_engages_and_changes_no_token(engines, cases):
     ahead, plain = engines
-    requests, outputs = apply_requests(plain, 2)
+    requests, outputs = apply_requests(cases, 2)
     ahead.step_times.ahead = ahead.step_times.steps = 0
     for r, want in zip(requests, outputs):
         assert run_together(ahead, [r]) == [want]
@@ -61,13 +73,13 @@ def test_plan_ahead_engages_and_changes_no_token(engines):
 
 
 @pytest.mark.parametrize("max_seqs", [1, 8])
-def test_plan_ahead_with_a_batch_of_requests(engines, max_seqs, monkeypatch):
+def test_plan_ahead_with_a_batch_of_requests(engines, cases, max_seqs, monkeypatch):
     """Three requests in one batch finishing at different steps, planned ahead once one sequence
     is left (PLAN_AHEAD_MAX_SEQS = 1) or for the whole batch (8; the default has no limit). Either
     way the outputs equal one-at-a-time plain decoding and every block comes back."""
     monkeypatch.setattr(scheduler, "PLAN_AHEAD_MAX_SEQS", max_seqs)
     ahead, plain = engines
-    requests, want = apply_requests(plain, 3, max_tokens=96)
+    requests, want = apply_requests(cases, 3, max_tokens=96)
     for i, n in ((1, 24), (2, 48)):  # the first runs alone for its last steps
         requests[i] = Request(requests[i].prompt_ids, SamplingParams(max_tokens=n), sources=requests[i].sources)
         want[i] = want[i][:n]
@@ -78,10 +90,10 @@ def test_plan_ahead_with_a_batch_of_requests(engines, max_seqs, monkeypatch):
     assert ahead.kv.allocator.num_free == free
 
 
-def test_cancel_while_a_step_planned_ahead_is_in_flight(engines, monkeypatch):
+def test_cancel_while_a_step_planned_ahead_is_in_flight(engines, cases, monkeypatch):
     monkeypatch.setattr(scheduler, "PLAN_AHEAD_MAX_SEQS", 8)
     ahead, plain = engines
-    (first, second), (_, want) = apply_requests(plain, 2, max_tokens=64)
+    (first, second), (_, want) = apply_requests(cases, 2, max_tokens=64)
     free = ahead.kv.allocator.num_free
     a, b = ahead.add_request(first), ahead.add_request(second)
     while ahead._ahead is None and not a.is_finished:
@@ -104,10 +116,10 @@ def test_cancel_while_a_step_planned_ahead_is_in_flight(engines, monkeypatch):
     assert d.output_ids == want and ahead.kv.allocator.num_free == free
 
 
-def test_a_request_arriving_while_a_step_planned_ahead_is_in_flight(engines):
+def test_a_request_arriving_while_a_step_planned_ahead_is_in_flight(engines, cases):
     """The newcomer waits, so the bet after the step in flight fails and it is admitted then."""
     ahead, plain = engines
-    (first, second), want = apply_requests(plain, 2, max_tokens=64)
+    (first, second), want = apply_requests(cases, 2, max_tokens=64)
     a = ahead.add_request(first)
     while ahead._ahead is None and not a.is_finished:
         ahead.step()
@@ -118,13 +130,13 @@ def test_a_request_arriving_while_a_step_planned_ahead_is_in_flight(engines):
     assert [a.output_ids, b.output_ids] == want
 
 
-def test_bets_that_hold_are_kept_and_the_others_drafted_again(engines, monkeypatch):
+def test_bets_that_hold_are_kept_and_the_others_drafted_again(engines, cases, monkeypatch):
     """A batch where one sequence's bets hold (its prediction is its output) and another's fail
     (its prediction is a third request's output) or never exist (no drafter): the next step is
     launched from the bets that held, the other sequences drafted again after the step
     (Scheduler.next_from_ahead), and every output is still plain decoding's."""
     ahead, plain = engines
-    requests, want = apply_requests(plain, 3, max_tokens=64)
+    requests, want = apply_requests(cases, 3, max_tokens=64)
     wrong = Request(requests[1].prompt_ids, requests[1].params, sources={"prediction": want[2]})
     bare = Request(requests[2].prompt_ids, requests[2].params, drafter="none")
     partial = []
@@ -143,13 +155,13 @@ def test_bets_that_hold_are_kept_and_the_others_drafted_again(engines, monkeypat
     assert ahead.kv.allocator.num_free == free
 
 
-def test_under_a_verify_budget_a_plan_held_in_part_is_drafted_again_whole(engines, monkeypatch):
+def test_under_a_verify_budget_a_plan_held_in_part_is_drafted_again_whole(engines, cases, monkeypatch):
     """With a verify budget (a cap on a step's tokens, shared by the batch) a plan ahead whose bets
     held only in part is not launched: the budget was split over drafts that changed, so the whole
     batch is drafted again after the step (Scheduler.next_from_ahead). The outputs are still plain
     decoding's and every block comes back."""
     ahead, plain = engines
-    requests, want = apply_requests(plain, 3, max_tokens=64)
+    requests, want = apply_requests(cases, 3, max_tokens=64)
     bare = Request(requests[2].prompt_ids, requests[2].params, drafter="none")  # never bets
     monkeypatch.setattr(ahead.scheduler, "verify_budget", 24)
     taken = []
