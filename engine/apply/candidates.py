@@ -55,6 +55,7 @@ class Candidate:
     echoes: int = 0  # of those, the ones that are nothing but a copy of an anchor (`_echoes`)
     misplaced: int = 0  # definition headers written anew whose one original copy is next to the span (`_misplaced`)
     unique: int = 0  # anchored lines that occur once in the original
+    shown: int = 0  # significant segment lines in the span that original lines match, in order (`aligned`)
 
     @property
     def start(self) -> int:
@@ -74,18 +75,20 @@ class Candidate:
         return abs((orig_to - orig_from) - (seg_to - seg_from))
 
     @property
-    def score(self) -> tuple[int, int, int, float, int, int, float]:
+    def score(self) -> tuple[int, int, int, float, int, int, int, float]:
         """Higher is better: anchors reaching the segment's edges (the longest prefix and suffix
         that match); then fewer definitions the span writes again beside the original's
         (`_misplaced`); then fewer dropped copies of the anchors' own lines (`_echoes`); then the
         weight of their significant lines; then how many of them occur
         nowhere else in the original (a line found once says where it is; the asserts two tests
-        share do not); then fewer original code lines dropped (of two readings that differ by a
+        share do not); then more significant segment lines the span shows in order (`shown`: of
+        two spans anchored on `}` and `return None` alone, the one holding the segment's own
+        lines); then fewer original code lines dropped (of two readings that differ by a
         blank or a brace, the one that keeps the second `return None` wins); then the whole
         anchor weight."""
         significant = sum(w for b in {self.head, self.tail} for w in b.weights if w > TRIVIAL_WEIGHT)
-        return (-self.reach, -self.misplaced, -self.echoes, round(significant, 3), self.unique, -self.drops,
-                round(self.weight, 3))
+        return (-self.reach, -self.misplaced, -self.echoes, round(significant, 3), self.unique, self.shown,
+                -self.drops, round(self.weight, 3))
 
 
 def pair(head: Block, tail: Block) -> Candidate | None:
@@ -413,8 +416,9 @@ def candidates(seg: tuple[str, ...], index: OriginalIndex, lo: int = 0, hi: int 
     best: dict[tuple[int, int, int, int], Candidate] = {}
     for c in found:
         reach = sum(1 for i in nonblank if not c.head.seg_start <= i < c.tail.seg_end)
-        dropped = dropped_rows(c, seg, index, code_only=True)
-        c = replace(c, reach=reach, drops=len(dropped), echoes=_echoes(c, seg, index, dropped),
+        unmatched, shown = aligned(c, seg, index)
+        dropped = [p for p in unmatched if index.normal[p]]
+        c = replace(c, reach=reach, drops=len(dropped), echoes=_echoes(c, seg, index, dropped), shown=shown,
                     misplaced=_misplaced(c, seg, index, once),
                     unique=sum(len(index.normal_at.get(normalize(seg[s]), ())) == 1 and not is_trivial(seg[s])
                                for b in {c.head, c.tail} for s in range(b.seg_start, b.seg_end)))
@@ -431,15 +435,22 @@ def dropped_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code
     return len(dropped_rows(c, seg, index, code_only))
 
 
-def dropped_rows(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_only: bool = False) -> list[int]:
-    """The original rows `dropped_lines` counts."""
+def aligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> tuple[list[int], int]:
+    """The original rows in the candidate's span that no segment line matches (up to whitespace,
+    in order), and how many significant segment lines original lines of the span match."""
     seg_from, seg_to, orig_from, orig_to = c.bounds
     ours = [normalize(line) for line in seg[seg_from:seg_to]]
     theirs = index.normal[orig_from:orig_to]
-    matched = set()
-    for a, _, size in line_matcher(theirs, ours).get_matching_blocks():
+    matched, shown = set(), 0
+    for a, b, size in line_matcher(theirs, ours).get_matching_blocks():
         matched.update(range(a, a + size))
-    return [orig_from + p for p, line in enumerate(theirs) if p not in matched and (line or not code_only)]
+        shown += sum(1 for k in range(b, b + size) if not is_trivial(ours[k]))
+    return [orig_from + p for p in range(len(theirs)) if p not in matched], shown
+
+
+def dropped_rows(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_only: bool = False) -> list[int]:
+    """The original rows `dropped_lines` counts."""
+    return [p for p in aligned(c, seg, index)[0] if index.normal[p] or not code_only]
 
 
 def _misplaced(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, once: dict[int, int]) -> int:

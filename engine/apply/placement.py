@@ -17,6 +17,7 @@ missing marker means, a whole-file snippet -- are `edges.py`'s; its indentation 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from engine.apply.anchor import EXACT, FUZZY, SPACE, TRIVIAL_WEIGHT, Block, OriginalIndex, is_trivial, normalize
@@ -80,7 +81,9 @@ def resolve(options: list[list[Candidate]], n: int, segs, index: OriginalIndex) 
 
     A segment is decisive when its best candidate scores strictly higher than the runner-up, or,
     among equal scores, deletes strictly fewer original lines (`candidates.dropped_lines`), or
-    else has strictly more unanchored edge lines that resemble their neighbours (`_best_fit`).
+    else has strictly more unanchored edge lines that resemble their neighbours (`_best_fit`) --
+    but not when its best leads on its anchors' weight alone (`_rivals`): then it keeps those
+    candidates, a decision point.
     """
     opts = [list(o) for o in options]
     deleted: dict[Candidate, int] = {}
@@ -90,6 +93,11 @@ def resolve(options: list[list[Candidate]], n: int, segs, index: OriginalIndex) 
         for j, o in enumerate(opts):
             top = [c for c in o if c.score == o[0].score] if len(o) >= 2 else []
             if len(top) == 1:
+                rivals = _rivals(o[0], o)
+                if rivals:
+                    if len(o) > len(rivals) + 1:
+                        o[:] = [o[0], *rivals]
+                    continue
                 picks.append((o[0].score, -j, o[0]))
             elif top:
                 best = _fewest_deleted(top, segs[j].lines, index, deleted) or _best_fit(top, segs[j].lines, index)
@@ -99,6 +107,13 @@ def resolve(options: list[list[Candidate]], n: int, segs, index: OriginalIndex) 
             return opts
         _, j, chosen = max(picks, key=lambda p: p[:2])
         opts[-j] = [chosen]
+
+
+def _rivals(best: Candidate, opts: list[Candidate]) -> list[Candidate]:
+    """Candidates inside `best`'s span that reach as far and show as many of the segment's lines
+    in order, deleting fewer: `best` leads on its anchors' weight alone."""
+    return [c for c in opts if c is not best and best.start <= c.start and c.end <= best.end
+            and c.score[:3] == best.score[:3] and c.shown >= best.shown and c.drops < best.drops]
 
 
 def _fewest_deleted(tied: list[Candidate], seg, index: OriginalIndex, cache: dict) -> Candidate | None:
@@ -152,8 +167,15 @@ def place(snippet: Snippet, index: OriginalIndex, choices: Choices | None = None
     out: list[Placement | Failure] = []
     for j, opts in enumerate(resolved):
         if len(opts) > 1:
-            where = ", ".join(str(c.start + 1) for c in opts[:4])
-            out.append(Failure(j, "ambiguous", f"its anchors match equally well at {len(opts)} places (original lines {where})"))
+            nested = [c for name, c in _places(opts).items() if "-" in name]
+            if nested:  # `_rivals`
+                where = ", ".join(f"{c.start + 1}-{c.end}" for c in nested)
+                out.append(Failure(j, "ambiguous", f"it fits {len(nested)} stretches, one inside another, that "
+                                                   f"delete different lines (original lines {where})"))
+            else:
+                where = ", ".join(str(c.start + 1) for c in opts[:4])
+                out.append(Failure(j, "ambiguous", f"its anchors match equally well at {len(opts)} places "
+                                                   f"(original lines {where})"))
             continue
         if found[j] and (not opts or opts[0].score[:-1] < found[j][0].score[:-1]):
             # Its best match contradicts the order of the other segments: placing it at a weaker
@@ -202,12 +224,30 @@ def _pick_tie(resolved: list[list[Candidate]], segs, choices: Choices) -> tuple[
             continue
         key = f"place@{segs[j].first_line}"
         options = {"refuse": f"snippet segment {j + 1} matches equally well at {len(opts)} places"}
-        options.update({f"at {c.start}": f"snippet segment {j + 1} goes at original line {c.start + 1}"
-                        for c in opts[:MAX_PLACES]})
+        places = _places(opts)
+        options.update({name: f"snippet segment {j + 1} " + (f"replaces original lines {c.start + 1}-{c.end}"
+                                                             if "-" in name else f"goes at original line {c.start + 1}")
+                        for name, c in places.items()})
         taken = choices.pick(key, options)
         if taken != "refuse":
-            return j, next(c for c in opts if f"at {c.start}" == taken)
+            return j, places[taken]
     return None
+
+
+def _places(opts: list[Candidate]) -> dict[str, Candidate]:
+    """A segment's places to choose from, by name: the first option at each start, "at 12"
+    (0-based), and that option's `_rivals`, which start there too: "at 12-17" then."""
+    first: dict[int, Candidate] = {}
+    kept = []
+    for c in opts:
+        if c.start not in first:
+            first[c.start] = c
+            kept.append(c)
+        elif c in _rivals(first[c.start], opts):
+            kept.append(c)
+    kept = kept[:MAX_PLACES]
+    shared = Counter(c.start for c in kept)
+    return {f"at {c.start}" + (f"-{c.end}" if shared[c.start] > 1 else ""): c for c in kept}
 
 
 def _place_one(snippet: Snippet, j: int, cand: Candidate | None, index: OriginalIndex, lo: int, hi: int,
