@@ -18,7 +18,7 @@ import re
 
 from engine.apply.anchor import COMMENT_OPENERS, RENAME_STEM, OriginalIndex, _skeleton, _stem, definition, normalize
 from engine.apply.candidates import Candidate, shift
-from engine.apply.languages import parse_tree
+from engine.apply.languages import node_at, parse_tree
 from engine.apply.scope import is_closer
 from engine.apply.text import depth, indent_of
 
@@ -96,12 +96,12 @@ def _members(index: OriginalIndex, lo: int, hi: int) -> list[tuple[int, int, int
     while r < hi:
         line = index.lines[r]
         column = len(indent_of(line).encode("utf-8"))
-        node = tree.root_node.descendant_for_point_range((r, column), (r, column)) if line.strip() else None
+        node = node_at(tree, r, column) if line.strip() else None
         while node is not None and "comment" in node.type and node.end_point[0] == r and node.end_point[1] < len(line.encode("utf-8")):
             # `/*public*/ CharRange[] getCharRanges() {`: the member starts after the comment.
             rest = line.encode("utf-8")[node.end_point[1]:]
             column = node.end_point[1] + len(rest) - len(rest.lstrip())
-            node = tree.root_node.descendant_for_point_range((r, column), (r, column))
+            node = node_at(tree, r, column)
         while node is not None and node.parent is not None and node.start_point == (r, column) \
                 and not _container(node.parent):
             node = node.parent

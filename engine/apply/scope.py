@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from engine.apply.anchor import definition
-from engine.apply.languages import parse_tree
+from engine.apply.languages import node_at, parse_tree
 from engine.apply.text import indent_of
 
 # A line that only closes: brackets, Ruby's `end`, the end of a docstring or block comment (`"""`, `*/`).
@@ -47,7 +47,7 @@ def open_constructs(original: str, lines, language: str | None, span_start: int,
         return []
     column = len(indent_of(lines[anchor]).encode("utf-8"))
     found = []
-    node = tree.root_node.descendant_for_point_range((anchor, column), (anchor, column))
+    node = node_at(tree, anchor, column)
     while node is not None and node.parent is not None:  # the root (the whole file) never counts
         first, last = node.start_point[0], node.end_point[0] + (node.end_point[1] > 0)
         if node.is_named and span_start <= first <= anchor and end < last <= hi and (first, last) not in found:
@@ -71,7 +71,7 @@ def construct_ends(original: str, lines, language: str | None, row: int, tree=No
     if tree is None or not lines[row].strip():
         return []
     column = len(indent_of(lines[row]).encode("utf-8"))
-    node = tree.root_node.descendant_for_point_range((row, column), (row, column))
+    node = node_at(tree, row, column)
     ends = []
     while node is not None and node.parent is not None and node.start_point == (row, column):
         end = node.end_point[0] - (node.end_point[1] == 0)
@@ -90,7 +90,7 @@ def block_end(original: str, lines, language: str | None, row: int, hi: int) -> 
     if tree is None:
         return None
     column = len(indent_of(lines[row]).encode("utf-8"))
-    node = tree.root_node.descendant_for_point_range((row, column), (row, column))
+    node = node_at(tree, row, column)
     while node is not None and node.parent is not None:
         last = node.end_point[0] - (node.end_point[1] == 0)  # the node's last row
         if node.is_named and last > row:
