@@ -151,11 +151,12 @@ _THREE_FUNCTIONS = Case(
 @example(_WHOLE_FUNCTION)
 @example(_THREE_FUNCTIONS)
 def test_a_valid_result_keeps_every_untouched_line(case: Case):
-    """Drawn from a fixed seed. Random draws failed about 1 in 1,000-2,500 when this was written, on
-    one kind of window (its last lines, an `if` header and its `}` or two `if` headers, also stand together
-    further down, and the merge anchors them there and deletes the code between, where the near
-    reading anchors one of them and writes the rest; bench/HISTORY.md, "A brace the merge
-    dropped"); none in 15,000 at 2055471 (HISTORY.md, "CI time back; a repeated line ...")."""
+    """Drawn from a fixed seed. Random draws failed about 1 in 1,000-2,500 when this was
+    written, on one kind of window (its last lines, an `if` header and its `}` or two `if`
+    headers, also stand together further down, and the merge anchors them there and deletes the
+    code between, where the near reading anchors one of them and writes the rest;
+    bench/HISTORY.md, "A brace the merge dropped"); none in 15,000 at 2055471 (HISTORY.md, "CI
+    time back; a repeated line ...")."""
     if not any(line.strip() and line != MARKER for line in case.snippet):
         return  # a snippet of markers only is rejected before merging (tested elsewhere)
     result = merge(text(case.original), text(case.snippet), "javascript")
