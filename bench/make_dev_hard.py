@@ -391,8 +391,8 @@ ITEM_NODES = {
     "scala": {"val_definition", "var_definition", "function_declaration"},
     "lua": set(),
 }
-# Each language's grammar wheel: (module, function), imported on first use. The last five are the
-# generator's own (the `bench` extra): the engine has no grammar for them.
+# Each language's grammar wheel: (module, function), imported on first use. Swift, Scala and Lua
+# are the generator's own (the `bench` extra): the engine has no grammar for them.
 GRAMMARS = {
     "python": ("tree_sitter_python", "language"), "javascript": ("tree_sitter_javascript", "language"),
     "typescript": ("tree_sitter_typescript", "language_typescript"), "go": ("tree_sitter_go", "language"),
