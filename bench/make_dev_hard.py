@@ -55,6 +55,8 @@ from functools import cached_property
 
 import tree_sitter
 
+from engine.apply import languages
+
 STYLES = (
     "markers", "prose_fences", "top_no_marker", "bottom_no_marker", "deletion_near_marker",
     "whole_file", "open_end", "blank_join", "class_rewrite", "single_function",
@@ -391,14 +393,9 @@ ITEM_NODES = {
     "scala": {"val_definition", "var_definition", "function_declaration"},
     "lua": set(),
 }
-# Each language's grammar wheel: (module, function), imported on first use. Swift, Scala and Lua
-# are the generator's own (the `bench` extra): the engine has no grammar for them.
-GRAMMARS = {
-    "python": ("tree_sitter_python", "language"), "javascript": ("tree_sitter_javascript", "language"),
-    "typescript": ("tree_sitter_typescript", "language_typescript"), "go": ("tree_sitter_go", "language"),
-    "rust": ("tree_sitter_rust", "language"), "java": ("tree_sitter_java", "language"),
-    "ruby": ("tree_sitter_ruby", "language"),
-    "kotlin": ("tree_sitter_kotlin", "language"), "php": ("tree_sitter_php", "language_php"),
+# The grammars the engine has not (the `bench` extra's wheels), as (module, function); every other
+# language's comes from the engine (`languages.grammar`).
+BENCH_GRAMMARS = {
     "swift": ("tree_sitter_swift", "language"), "scala": ("tree_sitter_scala", "language"),
     "lua": ("tree_sitter_lua", "language"),
 }
@@ -411,9 +408,14 @@ _PARSERS: dict[str, tree_sitter.Parser] = {}
 
 def parser(language: str) -> tree_sitter.Parser:
     if language not in _PARSERS:
-        module, function = GRAMMARS[language]
-        grammar = getattr(importlib.import_module(module), function)()
-        _PARSERS[language] = tree_sitter.Parser(tree_sitter.Language(grammar))
+        if language in BENCH_GRAMMARS:
+            module, function = BENCH_GRAMMARS[language]
+            grammar = tree_sitter.Language(getattr(importlib.import_module(module), function)())
+        else:
+            grammar = languages.grammar(language)
+            if grammar is None:
+                raise RuntimeError(f"no grammar for {language}: install the engine's tree-sitter wheels")
+        _PARSERS[language] = tree_sitter.Parser(grammar)
     return _PARSERS[language]
 
 
