@@ -10,6 +10,12 @@ CUDA graph and timed with triton.testing.do_bench, which flushes the L2 cache be
 the figures' fixed part. "TB/s" is the weight's bytes over the time.
 
     python -m bench.linear_small [--rows 16]
+
+`--mlp`: the MLP's gate/up projection and SiLU-and-mul, as the engine runs them unfused (a cuBLAS
+GEMM, then kernels/fused_ops' SiLU-and-mul: two kernels in one graph) against
+kernels/fused_ops/gate_up.py's one kernel, by tile, at each of `--rows`.
+
+    python -m bench.linear_small --mlp --rows 16 64
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from bench.common import bench_us, header, save_json, table
 SHAPES = [("0.5B", "qkv", 1152, 896, True), ("0.5B", "o", 896, 896, False),
           ("1.5B", "qkv", 2048, 1536, True), ("1.5B", "o", 1536, 1536, False)]
 TILES = list(itertools.product((16, 32, 64), (128, 256), (4,), (3, 4)))  # BLOCK_N, BLOCK_K, warps, stages
+# (model, intermediate I, hidden K): the gate/up projection's weight is [2 * I, K]
+MLP_SHAPES = [("0.5B", 4864, 896), ("1.5B", 8960, 1536)]
+MLP_TILES = list(itertools.product((16, 32, 64), (64, 128, 256), (4,), (3, 4)))
 
 
 def triton_linear(x, w, bias, block_n: int, block_k: int, warps: int, stages: int):
@@ -44,11 +53,48 @@ def triton_linear(x, w, bias, block_n: int, block_k: int, warps: int, stages: in
     return out
 
 
+def mlp(rows_list: list[int], floor: float) -> None:
+    from kernels.fused_ops.fused import silu_and_mul_triton
+    from kernels.fused_ops.gate_up import TILE, gate_up_silu_triton
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    columns = ["model", "rows", "2I x K", "engine", "us", "TB/s", "err"]
+    rows, results = [], []
+    for (model, I, K), M in itertools.product(MLP_SHAPES, rows_list):
+        x = torch.randn(M, K, device="cuda", generator=g, dtype=torch.bfloat16)
+        w = torch.randn(2 * I, K, device="cuda", generator=g, dtype=torch.bfloat16) / K**0.5
+        ref = silu_and_mul_triton(torch.nn.functional.linear(x, w))
+        mb = 2 * I * K * 2 / 1e6
+
+        def add(engine, us, err=0.0):
+            rows.append([model, M, f"{2 * I}x{K}", engine, us, mb / us, f"{err:.1e}"])
+            results.append(dict(model=model, rows=M, I=I, K=K, engine=engine, us=us, err=err))
+
+        add("cuBLAS + SiLU-and-mul", bench_us(lambda: silu_and_mul_triton(torch.nn.functional.linear(x, w))))
+        for tile in MLP_TILES:
+            fn = lambda: gate_up_silu_triton(x, w, tile)  # noqa: E731
+            try:
+                err = ((fn().float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+                add(f"fused n{tile[0]} k{tile[1]} w{tile[2]} s{tile[3]}" + (" (default)" if tile == TILE else ""),
+                    bench_us(fn), err)
+            except Exception as e:  # noqa: BLE001 (a tile out of resources: skip it)
+                print(f"skip {model} {M} {tile}: {type(e).__name__}: {e}"[:300])
+        print(table(columns, [r for r in rows if r[:2] == [model, M]]), flush=True)
+    print(header(f"gate/up + SiLU-and-mul (bench.linear_small --mlp); a tiny kernel's replay: {floor:.1f} us"))
+    print(table(columns, rows))
+    save_json("linear_small_mlp.json", {"tiny_kernel_us": floor, "points": results})
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rows", type=int, default=16)
+    ap.add_argument("--rows", type=int, nargs="+", default=[16])
+    ap.add_argument("--mlp", action="store_true", help="the gate/up projection and SiLU-and-mul, fused or not")
     args = ap.parse_args(argv)
     assert torch.cuda.is_available(), "a CUDA device is needed"
+    if args.mlp:
+        tiny = torch.zeros(1024, device="cuda")
+        return mlp(args.rows, bench_us(lambda: tiny.add_(1)))
+    args.rows = args.rows[0]
     g = torch.Generator(device="cuda").manual_seed(0)
     tiny = torch.zeros(1024, device="cuda")
     floor = bench_us(lambda: tiny.add_(1))

@@ -26,7 +26,7 @@ from engine.models.layers import (
     pack_weight,
     rows_matmul,
 )
-from kernels.fused_ops import rotary, rotary_to_cache
+from kernels.fused_ops import GATE_UP_MAX_ROWS, gate_up_silu, rotary, rotary_to_cache
 from kernels.paged_attention import paged_attention
 
 
@@ -94,9 +94,17 @@ class MLP(nn.Module):
         self.gate_up_proj = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.act = SiluAndMul()
+        self.fused = False  # CausalLM.set_fused_mlp
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.gate_up_proj(x)))
+        """x [T, hidden]. Fused: a step of at most GATE_UP_MAX_ROWS rows on triton runs the gate/up
+        projection and SiLU-and-mul as one kernel (kernels/fused_ops/gate_up.py); not in batch-invariant
+        mode, whose linears have their own fixed tiles."""
+        gate_up = self.gate_up_proj
+        if (self.fused and self.act.impl == "triton" and not gate_up.batch_invariant
+                and 0 < x.shape[0] <= GATE_UP_MAX_ROWS):
+            return self.down_proj(gate_up_silu(x, gate_up.weight, "triton"))
+        return self.down_proj(self.act(gate_up(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -141,6 +149,12 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, RMSNorm, SiluAndMul)):
                 module.impl = impl
+
+    def set_fused_mlp(self, on: bool) -> None:
+        """The MLPs' gate/up projection and SiLU-and-mul in one kernel where they can (MLP.forward)."""
+        for module in self.modules():
+            if isinstance(module, MLP):
+                module.fused = on
 
     def set_batch_invariant(self, on: bool) -> None:
         """Every row's result independent of the step's other rows (of its own sequence and of the

@@ -1,17 +1,23 @@
-"""Fused small ops of a decoder layer: residual add + RMSNorm, SiLU-and-mul, RoPE on q and k (with
-the KV-cache write, for a plain cache).
+"""Fused small ops of a decoder layer: residual add + RMSNorm, SiLU-and-mul (alone, or in the gate/up
+projection's epilogue), RoPE on q and k (with the KV-cache write, for a plain cache).
 
 Each has two implementations behind one signature: `ref` (ref.py, the spec and the model's own
-arithmetic; the CPU path) and `triton` (fused.py: one launch per op; the CUDA path). The model
-picks the same implementation as its attention (CausalLM.set_kernel_impl, from the runner's
-kernels/paged_attention resolve_impl).
+arithmetic; the CPU path) and `triton` (fused.py: one launch per op; gate_up.py: the projection
+and its activation in one; the CUDA path). The model picks the same implementation as its
+attention (CausalLM.set_kernel_impl, from the runner's kernels/paged_attention resolve_impl).
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels.fused_ops.ref import add_rms_norm_ref, apply_rope_ref, rotary_ref, rotary_to_cache_ref, silu_and_mul_ref
+from kernels.fused_ops.ref import (add_rms_norm_ref, apply_rope_ref, gate_up_silu_ref, rotary_ref, rotary_to_cache_ref,
+                                   silu_and_mul_ref)
+
+
+# The most rows gate_up.py's kernel takes: one block of rows, so each weight is read once (a verify
+# step's few dozen rows). Here, not in gate_up.py, so that reading it imports no Triton kernel.
+GATE_UP_MAX_ROWS = 128
 
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
@@ -31,6 +37,16 @@ def silu_and_mul(x: torch.Tensor, impl: str = "ref") -> torch.Tensor:
 
         return silu_and_mul_triton(x)
     return silu_and_mul_ref(x)
+
+
+def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, impl: str = "ref") -> torch.Tensor:
+    """x [M, K], weight [2 * I, K] = [gate | up] rows -> silu(x @ gate.T) * (x @ up.T), [M, I]; triton
+    takes at most GATE_UP_MAX_ROWS rows."""
+    if impl == "triton":
+        from kernels.fused_ops.gate_up import gate_up_silu_triton
+
+        return gate_up_silu_triton(x, weight)
+    return gate_up_silu_ref(x, weight)
 
 
 def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -53,5 +69,5 @@ def rotary_to_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torc
     return rotary_to_cache_ref(q, k, v, cos, sin, k_cache, v_cache, slots)
 
 
-__all__ = ["add_rms_norm", "add_rms_norm_ref", "apply_rope_ref", "rotary", "rotary_ref", "rotary_to_cache",
-           "rotary_to_cache_ref", "silu_and_mul", "silu_and_mul_ref"]
+__all__ = ["GATE_UP_MAX_ROWS", "add_rms_norm", "add_rms_norm_ref", "apply_rope_ref", "gate_up_silu", "gate_up_silu_ref",
+           "rotary", "rotary_ref", "rotary_to_cache", "rotary_to_cache_ref", "silu_and_mul", "silu_and_mul_ref"]

@@ -33,6 +33,12 @@ def silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
+def gate_up_silu_ref(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x [M, K], weight [2 * I, K] = [gate | up] rows -> silu(gate) * up, [M, I]: the MLP's gate/up
+    projection and its activation, unfused."""
+    return silu_and_mul_ref(F.linear(x, weight))
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)

@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.fused_ops import (add_rms_norm, add_rms_norm_ref, rotary, rotary_ref, rotary_to_cache, rotary_to_cache_ref,
-                               silu_and_mul, silu_and_mul_ref)
+from kernels.fused_ops import (GATE_UP_MAX_ROWS, add_rms_norm, add_rms_norm_ref, gate_up_silu, gate_up_silu_ref,
+                               rotary, rotary_ref, rotary_to_cache, rotary_to_cache_ref, silu_and_mul, silu_and_mul_ref)
 from kernels.fused_ops.fused import add_rms_norm_triton, rotary_to_cache_triton, rotary_triton, silu_and_mul_triton
+from kernels.fused_ops.gate_up import gate_up_silu_triton
 from tests.kernels.test_paged_attention import nan_buffers
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -95,6 +96,21 @@ def test_silu_and_mul(T, I, dtype):
     assert_close(out, silu_and_mul_ref(x), dtype)
 
 
+@pytest.mark.parametrize("T,K,I,dtype", [(1, 72, 100, FP32), (7, 200, 40, FP32), (16, 64, 64, BF16),
+                                          (63, 72, 100, BF16), (GATE_UP_MAX_ROWS, 40, 72, FP32), (5, 40, 72, FP16)])
+def test_gate_up_silu(T, K, I, dtype):
+    """The gate/up projection with SiLU-and-mul in its epilogue against the two unfused ops: rows up to
+    one whole block, K and I not multiples of the tile (the tiles must mask)."""
+    x = randn(T, K, dtype=dtype, seed=T, scale=2.0)
+    w = randn(2 * I, K, dtype=dtype, seed=K * I, scale=K**-0.5)
+    with nan_buffers():
+        out = gate_up_silu_triton(x, w, tile=(32, 32, 4, 2))  # several K chunks and column tiles
+    assert_close(out, gate_up_silu_ref(x, w), dtype)
+    assert torch.equal(gate_up_silu_ref(x, w), silu_and_mul_ref(F.linear(x, w)))
+    with pytest.raises(AssertionError):
+        gate_up_silu_triton(torch.cat([x] * (GATE_UP_MAX_ROWS // T + 1)), w)
+
+
 @pytest.mark.parametrize("T,heads,dtype", cases([(14, 2, 64), (9, 3, 72), (4, 4, 128)]),
                          ids=map(ids, cases([(14, 2, 64), (9, 3, 72), (4, 4, 128)])))
 def test_rotary(T, heads, dtype):
@@ -160,15 +176,19 @@ def test_dispatch(impl):
     out, res = add_rms_norm(x, r, w, 1e-6, impl)
     assert_close(out, add_rms_norm_ref(x, r, w, 1e-6)[0], FP32)
     assert_close(silu_and_mul(x, impl), silu_and_mul_ref(x), FP32)
+    gate_up = randn(2 * 40, 64, dtype=FP32, seed=4, scale=0.125)
+    assert_close(gate_up_silu(x, gate_up, impl), gate_up_silu_ref(x, gate_up), FP32)
     q, k = x.view(3, 2, 32), r.view(3, 2, 32)
     cos, sin = w[None, None, :32].expand(3, 1, 32).contiguous(), w[None, None, 32:].expand(3, 1, 32).contiguous()
     for a, b in zip(rotary(q, k, cos, sin, impl), rotary_ref(q, k, cos, sin)):
         assert_close(a, b, FP32)
 
 
-def test_model_with_triton_kernels_matches_reference():
+def test_model_with_triton_kernels_matches_reference(monkeypatch):
     """A 2-layer random Qwen3 (q/k norms on strided heads, 4 query heads on 2 KV heads, hidden 72,
-    intermediate 100) through CausalLM with every kernel on triton, against the reference path."""
+    intermediate 100) through CausalLM with every kernel on triton, the MLPs unfused and fused
+    (each layer's gate/up projection and SiLU-and-mul one kernel), against the reference path."""
+    import kernels.fused_ops.gate_up as gate_up
     from engine.kv_cache import KVCache
     from engine.models.config import ModelConfig
     from engine.models.layers import RMSNorm, SiluAndMul
@@ -183,14 +203,20 @@ def test_model_with_triton_kernels_matches_reference():
         if isinstance(m, RMSNorm):
             m.weight.data.normal_(1.0, 0.2)
     ids = torch.randint(0, 97, (11,), generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    fused_calls = []
+    monkeypatch.setattr(gate_up, "gate_up_silu_triton",
+                        lambda *args, f=gate_up.gate_up_silu_triton: fused_calls.append(1) or f(*args))
     logits = {}
-    for impl in ("ref", "triton"):
+    for impl, fused in (("ref", False), ("triton", False), ("triton", True)):
         model.set_kernel_impl(impl)
+        model.set_fused_mlp(fused)
         assert all(m.impl == impl for m in model.modules() if isinstance(m, (Attention, RMSNorm, SiluAndMul)))
         kv = KVCache(2, num_blocks=4, block_size=8, num_kv_heads=2, head_dim=32, dtype=FP32, device=DEVICE)
         slot_tables = kv.slot_tables([[2, 0]], 11, DEVICE)
         meta = AttentionMetadata(slot_mapping=slot_tables[0, :11], slot_tables=slot_tables,
                                  q_positions=torch.arange(11, device=DEVICE)[None], query_lens=[11], context_lens=[11])
         with torch.no_grad():
-            logits[impl] = model.compute_logits(model(ids, torch.arange(11, device=DEVICE), meta, kv.layers))
-    assert_close(logits["triton"], logits["ref"], FP32)
+            logits[impl, fused] = model.compute_logits(model(ids, torch.arange(11, device=DEVICE), meta, kv.layers))
+    assert len(fused_calls) == cfg.num_layers
+    assert_close(logits["triton", False], logits["ref", False], FP32)
+    assert_close(logits["triton", True], logits["ref", False], FP32)
