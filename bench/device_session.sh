@@ -99,7 +99,7 @@ job() {
     # The gate/up projection and SiLU-and-mul in one kernel (EDITAPPLY_FUSED_MLP): its tests natively, its tiles at 16
     # and 64 rows, the graph steps at 4k off and on (kernel families of the K=16 step), the 0.5B's 60 dev cases off
     # and on in turn, twice (needs pull05).
-    kernels_fused) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fused_ops.py ;;
+    kernels_fused) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fused_ops.py tests/kernels/test_graphs.py ;;
     mlp_small) $t 400 python3 -m bench.linear_small --mlp --rows 16 64 ;;
     steps_mlp) for s in 0.5b 1.5b; do $t 400 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf \
       --no-eager --no-checks --k 16 64 --fused-mlp off on --profile; done ;;
