@@ -282,8 +282,8 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
-    ap.add_argument("--fused-mlp", nargs="+", default=["off"], choices=["off", "on"],
-                    help="CUDA: the gate/up projection and SiLU-and-mul one kernel, off and/or on (EngineConfig.fused_mlp)")
+    ap.add_argument("--fused-projections", nargs="+", default=["off"], choices=["off", "mlp", "qkv", "all"],
+                    help="CUDA: projections fused with the ops after them (EngineConfig.fused_projections), each given")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
                     help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
     args = ap.parse_args(argv)
@@ -314,13 +314,13 @@ def run(args, tmp: Path) -> None:
     if not cuda:
         variants = [(f"ours, {impl}", True, impl) for impl in args.attention]
     variants = [(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
-                 + (", fused MLP" if fm == "on" else ""), eager, impl, i8 == "on", pw == "on", fm == "on")
+                 + (f", fused {fp}" if fp != "off" else ""), eager, impl, i8 == "on", pw == "on", fp)
                 for name, eager, impl in variants for i8 in args.int8_head
-                for pw in (args.packed_weights if not cuda else ["on"]) for fm in (args.fused_mlp if cuda else ["off"])]
-    for (name, eager, impl, int8_head, packed, fused_mlp), verify in ((v, k) for v in variants for k in args.k):
+                for pw in (args.packed_weights if not cuda else ["on"]) for fp in (args.fused_projections if cuda else ["off"])]
+    for (name, eager, impl, int8_head, packed, fused), verify in ((v, k) for v in variants for k in args.k):
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
                                      max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
-                                     fused_mlp=fused_mlp, verify_tokens=verify))
+                                     fused_projections=fused, verify_tokens=verify))
         first = verify == args.k[0]  # K=1, the kernel count and the profile: once per variant
         for ctx in args.contexts:
             for k in (1, verify) if first else (verify,):

@@ -64,7 +64,7 @@ class ModelRunner:
                           enable_prefix_caching=cfg.enable_prefix_caching, window_blocks=self._window_blocks())
         self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim, cfg.kv_dtype)
         self.model.set_kernel_impl(self.attention)
-        self.model.set_fused_mlp(cfg.fused_mlp)
+        self.model.set_fused_projections(cfg.fused_projections)
         if cfg.rows_invariant:
             self.model.set_batch_invariant(True)
         if cfg.int8_head:

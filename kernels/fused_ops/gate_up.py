@@ -6,7 +6,7 @@ A program sums one [BLOCK_M, BLOCK_N] tile of the gate and the same tile of the 
 the whole K (kernels/tiles.py `dot_tile`, twice), then rounds and multiplies them as the unfused
 path does: each projection rounded to the model dtype (the GEMM's output), silu in fp32 rounded,
 the product rounded. So the result differs from the unfused path's only where the GEMM's summation
-order does. One block of rows (BLOCK_M up to GATE_UP_MAX_ROWS): a verify step's few dozen rows,
+order does. One block of rows (BLOCK_M up to FUSED_MAX_ROWS): a verify step's few dozen rows,
 where the weights are read once. Larger steps keep cuBLAS (models/transformer.py MLP).
 """
 
@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.fused_ops import GATE_UP_MAX_ROWS
+from kernels.fused_ops import FUSED_MAX_ROWS
 from kernels.tiles import dot_tile
 
 # BLOCK_N, BLOCK_K, warps, stages: bench.linear_small --mlp sweeps them (bench/RESULTS.md,
@@ -40,12 +40,12 @@ def _gate_up_silu_kernel(x_ptr, w_ptr, out_ptr, M, I, K, stride_xm, stride_wn, s
 
 
 def gate_up_silu_triton(x: torch.Tensor, weight: torch.Tensor, tile: tuple[int, int, int, int] = TILE) -> torch.Tensor:
-    """x [M, K] (M <= GATE_UP_MAX_ROWS), weight [2 * I, K] = [gate | up] rows -> silu(gate) * up, [M, I].
+    """x [M, K] (M <= FUSED_MAX_ROWS), weight [2 * I, K] = [gate | up] rows -> silu(gate) * up, [M, I].
     `tile`: (BLOCK_N, BLOCK_K, warps, stages)."""
     M, K = x.shape
     I = weight.shape[0] // 2
     assert weight.shape == (2 * I, K) and weight.stride(1) == 1 and weight.dtype == x.dtype, (weight.shape, x.shape)
-    assert 0 < M <= GATE_UP_MAX_ROWS and x.stride(1) == 1, (x.shape, x.stride())
+    assert 0 < M <= FUSED_MAX_ROWS and x.stride(1) == 1, (x.shape, x.stride())
     block_n, block_k, warps, stages = tile
     out = torch.empty(M, I, dtype=x.dtype, device=x.device)
     _gate_up_silu_kernel[(triton.cdiv(I, block_n), 1)](
