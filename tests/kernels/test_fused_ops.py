@@ -131,6 +131,28 @@ def test_rotary(T, heads, dtype):
     assert_close(out_k, ref_k, dtype)
 
 
+def rope_cache_inputs(T, heads, dtype, cache_dtype):
+    """cos/sin [T, 1, D] of random angles, T distinct slots among 3T, and NaN k/v caches for "ref"
+    and "triton"."""
+    H, Hkv, D = heads
+    angles = torch.rand(T, 1, D // 2, generator=torch.Generator().manual_seed(H)) * 100
+    angles = torch.cat((angles, angles), dim=-1)
+    cos, sin = angles.cos().to(dtype).to(DEVICE), angles.sin().to(dtype).to(DEVICE)
+    slots = torch.randperm(3 * T, generator=torch.Generator().manual_seed(T))[:T].to(DEVICE)
+    caches = {impl: [torch.full((3 * T, Hkv, D), float("nan"), dtype=cache_dtype, device=DEVICE) for _ in range(2)]
+              for impl in ("ref", "triton")}
+    return cos, sin, slots, caches
+
+
+def assert_caches_close(caches, slots, dtype):
+    """The kernel's cache rows at `slots` are the reference's; the rows of other slots untouched."""
+    for ref_cache, out_cache in zip(caches["ref"], caches["triton"]):
+        assert_close(out_cache[slots], ref_cache[slots], dtype)
+        others = torch.ones(ref_cache.shape[0], dtype=torch.bool, device=DEVICE)
+        others[slots] = False
+        assert out_cache[others].isnan().all()
+
+
 @pytest.mark.parametrize("T,heads,dtype,cache_dtype", [(1, (14, 2, 64), FP32, FP32), (7, (9, 3, 72), BF16, BF16),
                                                        (63, (4, 4, 128), FP32, BF16), (16, (14, 2, 64), BF16, BF16)])
 def test_rotary_to_cache(T, heads, dtype, cache_dtype):
@@ -141,21 +163,12 @@ def test_rotary_to_cache(T, heads, dtype, cache_dtype):
     q = qkv[:, : H * D].view(T, H, D)
     k = qkv[:, H * D: (H + Hkv) * D].view(T, Hkv, D)
     v = qkv[:, (H + Hkv) * D:].view(T, Hkv, D)
-    angles = torch.rand(T, 1, D // 2, generator=torch.Generator().manual_seed(H)) * 100
-    angles = torch.cat((angles, angles), dim=-1)
-    cos, sin = angles.cos().to(dtype).to(DEVICE), angles.sin().to(dtype).to(DEVICE)
-    slots = torch.randperm(3 * T, generator=torch.Generator().manual_seed(T))[:T].to(DEVICE)
-    caches = {impl: [torch.full((3 * T, Hkv, D), float("nan"), dtype=cache_dtype, device=DEVICE) for _ in range(2)]
-              for impl in ("ref", "triton")}
+    cos, sin, slots, caches = rope_cache_inputs(T, heads, dtype, cache_dtype)
     ref_q = rotary_to_cache_ref(q, k, v, cos, sin, *caches["ref"], slots)
     with nan_buffers():
         out_q = rotary_to_cache_triton(q, k, v, cos, sin, *caches["triton"], slots)
     assert_close(out_q, ref_q, dtype)
-    for ref_cache, out_cache in zip(caches["ref"], caches["triton"]):
-        assert_close(out_cache[slots], ref_cache[slots], dtype if cache_dtype == dtype else cache_dtype)
-        others = torch.ones(3 * T, dtype=torch.bool, device=DEVICE)
-        others[slots] = False
-        assert out_cache[others].isnan().all()  # rows of other slots untouched
+    assert_caches_close(caches, slots, dtype if cache_dtype == dtype else cache_dtype)
     assert torch.equal(rotary_to_cache(q, k, v, cos, sin, *caches["ref"], slots, "ref"), ref_q)
 
 
@@ -171,21 +184,12 @@ def test_qkv_rope_to_cache(T, K, heads, bias, dtype, cache_dtype):
     x = randn(T, K, dtype=dtype, seed=T + K, scale=2.0)
     w = randn((H + 2 * Hkv) * D, K, dtype=dtype, seed=K, scale=K**-0.5)
     b = randn((H + 2 * Hkv) * D, dtype=dtype, seed=D) if bias else None
-    angles = torch.rand(T, 1, D // 2, generator=torch.Generator().manual_seed(H)) * 100
-    angles = torch.cat((angles, angles), dim=-1)
-    cos, sin = angles.cos().to(dtype).to(DEVICE), angles.sin().to(dtype).to(DEVICE)
-    slots = torch.randperm(3 * T, generator=torch.Generator().manual_seed(T))[:T].to(DEVICE)
-    caches = {impl: [torch.full((3 * T, Hkv, D), float("nan"), dtype=cache_dtype, device=DEVICE) for _ in range(2)]
-              for impl in ("ref", "triton")}
+    cos, sin, slots, caches = rope_cache_inputs(T, heads, dtype, cache_dtype)
     ref_q = qkv_rope_to_cache_ref(x, w, b, cos, sin, *caches["ref"], slots, H)
     with nan_buffers():
         out_q = qkv_rope_to_cache_triton(x, w, b, cos, sin, *caches["triton"], slots, H, tile=(16, 32, 4, 2))
     assert_close(out_q, ref_q, dtype)
-    for ref_cache, out_cache in zip(caches["ref"], caches["triton"]):
-        assert_close(out_cache[slots], ref_cache[slots], dtype)
-        others = torch.ones(3 * T, dtype=torch.bool, device=DEVICE)
-        others[slots] = False
-        assert out_cache[others].isnan().all()
+    assert_caches_close(caches, slots, dtype)
     q, k, v = F.linear(x, w, b).split([H * D, Hkv * D, Hkv * D], dim=-1)
     fresh = [torch.full_like(c, float("nan")) for c in caches["ref"]]
     unfused_q = rotary_to_cache_ref(q.reshape(T, H, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D), cos, sin, *fresh, slots)
