@@ -19,8 +19,7 @@ import triton.language as tl
 from kernels.fused_ops import FUSED_MAX_ROWS
 from kernels.tiles import dot_tile
 
-# BLOCK_N, BLOCK_K, warps, stages: bench.linear_small --mlp sweeps them (bench/RESULTS.md,
-# "Verify step against the weight-read floor").
+# BLOCK_N, BLOCK_K, warps, stages: a first guess, not yet measured; bench.linear_small --mlp sweeps them.
 TILE = (32, 128, 4, 3)
 
 

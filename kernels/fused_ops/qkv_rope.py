@@ -18,8 +18,8 @@ import triton.language as tl
 from kernels.fused_ops import FUSED_MAX_ROWS
 from kernels.tiles import dot_rows
 
-# BLOCK_HALF (rotary pairs a program takes; at most D/2), BLOCK_K, warps, stages: bench.linear_small
-# --qkv sweeps them.
+# BLOCK_HALF (rotary pairs a program takes; at most D/2), BLOCK_K, warps, stages: a first guess, not
+# yet measured; bench.linear_small --qkv sweeps them.
 TILE = (16, 128, 4, 3)
 
 
