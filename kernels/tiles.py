@@ -10,8 +10,16 @@ multiplies bf16 wrongly (fp32 holds bf16 and int8 exactly, so the sums are the s
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
+
+
+def dot_options(x: torch.Tensor) -> dict:
+    """The DOT_FP32 and PRECISION arguments of a kernel using these loops, for activations x: fp32
+    operands for bf16 off CUDA (the interpreter), IEEE fp32 dots for fp32 (no TF32)."""
+    return {"DOT_FP32": x.dtype == torch.bfloat16 and x.device.type != "cuda",
+            "PRECISION": "ieee" if x.dtype == torch.float32 else None}
 
 
 @triton.jit

@@ -94,6 +94,15 @@ def silu_and_mul_triton(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
 
 
 @triton.jit
+def rope_pair(x1, x2, c1, c2, s1, s2, dt: tl.constexpr):
+    """RoPE on the halves x1, x2 (fp32) of rows: (x1 * c1 - x2 * s1, x2 * c2 + x1 * s2) in dt, each
+    product and the sum rounded to dt as in ref.py (rotate_half(x) = [-x2 | x1])."""
+    o1 = (x1 * c1).to(dt).to(tl.float32) + (-x2 * s1).to(dt).to(tl.float32)
+    o2 = (x2 * c2).to(dt).to(tl.float32) + (x1 * s2).to(dt).to(tl.float32)
+    return o1.to(dt), o2.to(dt)
+
+
+@triton.jit
 def _rope_heads(x_ptr, out_ptr, c1, c2, s1, s2, num_heads, stride_h, stride_oh, HALF,
                 BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """One token's heads [num_heads, 2 * HALF]: x * cos + rotate_half(x) * sin, each product and
@@ -104,11 +113,9 @@ def _rope_heads(x_ptr, out_ptr, c1, c2, s1, s2, num_heads, stride_h, stride_oh, 
     x1 = tl.load(x_ptr + heads * stride_h + cols, mask=mask, other=0.0)
     x2 = tl.load(x_ptr + heads * stride_h + HALF + cols, mask=mask, other=0.0)
     dt = out_ptr.dtype.element_ty
-    x1, x2 = x1.to(tl.float32), x2.to(tl.float32)
-    o1 = (x1 * c1).to(dt).to(tl.float32) + (-x2 * s1).to(dt).to(tl.float32)
-    o2 = (x2 * c2).to(dt).to(tl.float32) + (x1 * s2).to(dt).to(tl.float32)
-    tl.store(out_ptr + heads * stride_oh + cols, o1.to(dt), mask=mask)
-    tl.store(out_ptr + heads * stride_oh + HALF + cols, o2.to(dt), mask=mask)
+    o1, o2 = rope_pair(x1.to(tl.float32), x2.to(tl.float32), c1, c2, s1, s2, dt)
+    tl.store(out_ptr + heads * stride_oh + cols, o1, mask=mask)
+    tl.store(out_ptr + heads * stride_oh + HALF + cols, o2, mask=mask)
 
 
 @triton.jit

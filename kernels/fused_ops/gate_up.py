@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels.fused_ops import FUSED_MAX_ROWS
-from kernels.tiles import dot_tile
+from kernels.tiles import dot_options, dot_tile
 
 # BLOCK_N, BLOCK_K, warps, stages: a first guess, not yet measured; bench.linear_small --mlp sweeps them.
 TILE = (32, 128, 4, 3)
@@ -50,7 +50,6 @@ def gate_up_silu_triton(x: torch.Tensor, weight: torch.Tensor, tile: tuple[int, 
     _gate_up_silu_kernel[(triton.cdiv(I, block_n), 1)](
         x_ptr=x, w_ptr=weight, out_ptr=out, M=M, I=I, K=K, stride_xm=x.stride(0), stride_wn=weight.stride(0),
         stride_om=out.stride(0), BLOCK_M=max(16, triton.next_power_of_2(M)), BLOCK_N=block_n, BLOCK_K=block_k,
-        DOT_FP32=x.dtype == torch.bfloat16 and x.device.type != "cuda",
-        PRECISION="ieee" if x.dtype == torch.float32 else None, num_warps=warps, num_stages=stages,
+        **dot_options(x), num_warps=warps, num_stages=stages,
     )
     return out

@@ -16,7 +16,8 @@ import triton
 import triton.language as tl
 
 from kernels.fused_ops import FUSED_MAX_ROWS
-from kernels.tiles import dot_rows
+from kernels.fused_ops.fused import rope_pair
+from kernels.tiles import dot_options, dot_rows
 
 # BLOCK_HALF (rotary pairs a program takes; at most D/2), BLOCK_K, warps, stages: a first guess, not
 # yet measured; bench.linear_small --qkv sweeps them.
@@ -25,15 +26,13 @@ TILE = (16, 128, 4, 3)
 
 @triton.jit
 def _rope_half(x1, x2, cos_ptr, sin_ptr, rm, d, M, HALF, stride_cs, dt: tl.constexpr):
-    """fused.py's `_rope_heads` arithmetic on rows rm, pairs d: each product and each sum rounded to dt."""
+    """fused.py's `rope_pair` on rows rm, pairs d, with their cos/sin rows loaded."""
     rows = rm[:, None] < M
     c1 = tl.load(cos_ptr + rm[:, None] * stride_cs + d[None, :], mask=rows, other=0.0).to(tl.float32)
     c2 = tl.load(cos_ptr + rm[:, None] * stride_cs + HALF + d[None, :], mask=rows, other=0.0).to(tl.float32)
     s1 = tl.load(sin_ptr + rm[:, None] * stride_cs + d[None, :], mask=rows, other=0.0).to(tl.float32)
     s2 = tl.load(sin_ptr + rm[:, None] * stride_cs + HALF + d[None, :], mask=rows, other=0.0).to(tl.float32)
-    o1 = (x1 * c1).to(dt).to(tl.float32) + (-x2 * s1).to(dt).to(tl.float32)
-    o2 = (x2 * c2).to(dt).to(tl.float32) + (x1 * s2).to(dt).to(tl.float32)
-    return o1.to(dt), o2.to(dt)
+    return rope_pair(x1, x2, c1, c2, s1, s2, dt)
 
 
 # M varies by step: not specialized on, so a new row count compiles no new variant mid-request.
@@ -101,7 +100,6 @@ def qkv_rope_to_cache_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.
         stride_xm=x.stride(0), stride_wn=weight.stride(0), stride_cs=cos.stride(0), stride_qot=q_out.stride(0),
         stride_qoh=q_out.stride(1), stride_ct=k_cache.stride(0), stride_ch=k_cache.stride(1), HAS_BIAS=bias is not None,
         BLOCK_M=max(16, triton.next_power_of_2(T)), BLOCK_HALF=block_half, BLOCK_K=block_k,
-        DOT_FP32=x.dtype == torch.bfloat16 and x.device.type != "cuda",
-        PRECISION="ieee" if x.dtype == torch.float32 else None, num_warps=warps, num_stages=stages,
+        **dot_options(x), num_warps=warps, num_stages=stages,
     )
     return q_out

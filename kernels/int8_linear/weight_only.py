@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tiles import dot_tile
+from kernels.tiles import dot_options, dot_tile
 
 
 @triton.jit
@@ -43,7 +43,6 @@ def linear_int8_triton(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor,
         x_ptr=x, q_ptr=q, scale_ptr=scale, out_ptr=out, M=M, N=N, K=K,
         stride_xm=x.stride(0), stride_qn=q.stride(0), stride_om=out.stride(0),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        DOT_FP32=x.dtype == torch.bfloat16 and x.device.type != "cuda",
-        PRECISION="ieee" if x.dtype == torch.float32 else None,
+        **dot_options(x),
     )
     return out

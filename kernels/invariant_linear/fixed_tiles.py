@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tiles import dot_tile
+from kernels.tiles import dot_options, dot_tile
 
 # One tile shape for every call. BLOCK_M = 16 is tl.dot's least, a verify block's rows; BLOCK_N = 32
 # keeps a few dozen programs busy on a 16-row step of an 896-wide layer.
@@ -48,8 +48,7 @@ def linear_fixed_tiles(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
             x_ptr=x2, w_ptr=weight, bias_ptr=bias if bias is not None else weight, out_ptr=out, M=M, N=N, K=K,
             stride_xm=x2.stride(0), stride_wn=weight.stride(0), stride_om=out.stride(0),
             HAS_BIAS=bias is not None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-            DOT_FP32=x.dtype == torch.bfloat16 and x.device.type != "cuda",
-            PRECISION="ieee" if x.dtype == torch.float32 else None,
+            **dot_options(x),
             num_warps=NUM_WARPS, num_stages=NUM_STAGES,
         )
     return out.view(*x.shape[:-1], N)
