@@ -3,7 +3,8 @@
 
 `dot_tile`: a program of the grid (N blocks, M blocks) sums its [BLOCK_M, BLOCK_N] tile over K
 in BLOCK_K chunks, first to last, into an fp32 accumulator; rows past M and columns past N load
-as zeros. `dot_rows`: the same for rows and weight rows the caller names (a head's halves). The weight is cast to x's dtype in registers (exact for int8 weights, |q| <= 127; a no-op for a
+as zeros. `dot_rows`: the same for rows and weight rows the caller names (a head's halves). The
+weight is cast to x's dtype in registers (exact for int8 weights, |q| <= 127; a no-op for a
 weight of x's dtype). DOT_FP32: both operands go to fp32 first, where Triton's interpreter
 multiplies bf16 wrongly (fp32 holds bf16 and int8 exactly, so the sums are the same).
 """
@@ -16,8 +17,9 @@ import triton.language as tl
 
 
 def dot_options(x: torch.Tensor) -> dict:
-    """The DOT_FP32 and PRECISION arguments of a kernel using these loops, for activations x: fp32
-    operands for bf16 off CUDA (the interpreter), IEEE fp32 dots for fp32 (no TF32)."""
+    """The DOT_FP32 and PRECISION arguments of a kernel using these loops (and the split-KV
+    attention's), for activations x: fp32 operands for bf16 off CUDA (the interpreter), IEEE fp32
+    dots for fp32 (no TF32)."""
     return {"DOT_FP32": x.dtype == torch.bfloat16 and x.device.type != "cuda",
             "PRECISION": "ieee" if x.dtype == torch.float32 else None}
 

@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 from kernels.paged_attention.ref import KEY_CHUNK
+from kernels.tiles import dot_options
 
 FORMATS = {"plain": 0, "fp8": 1, "int8": 2, "int4": 3}
 INT4_GROUP = 32
@@ -374,8 +375,7 @@ def paged_attention_triton(
         window=sliding_window or 0,
         G=G, D=D, BS=block_size, FORMAT=fmt, VARLEN=query_starts is not None, HAS_WINDOW=sliding_window is not None,
         SPLIT=split, BLOCK_M=block_m, BLOCK_N=block_n,
-        PRECISION="ieee" if q.dtype == torch.float32 else None,
-        DOT_FP32=q.dtype == torch.bfloat16 and q.device.type != "cuda", FIXED_SPLIT=KEY_CHUNK if invariant else 0,
+        **dot_options(q), FIXED_SPLIT=KEY_CHUNK if invariant else 0,
         num_warps=num_warps, num_stages=num_stages,
     )
     if split:

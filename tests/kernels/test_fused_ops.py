@@ -108,7 +108,6 @@ def test_gate_up_silu(T, K, I, dtype):
     with nan_buffers():
         out = gate_up_silu_triton(x, w, tile=(32, 32, 4, 2))  # several K chunks and column tiles
     assert_close(out, gate_up_silu_ref(x, w), dtype)
-    assert torch.equal(gate_up_silu_ref(x, w), silu_and_mul_ref(F.linear(x, w)))
     with pytest.raises(AssertionError):
         gate_up_silu_triton(torch.cat([x] * (FUSED_MAX_ROWS // T + 1)), w)
 
@@ -190,10 +189,6 @@ def test_qkv_rope_to_cache(T, K, heads, bias, dtype, cache_dtype):
         out_q = qkv_rope_to_cache_triton(x, w, b, cos, sin, *caches["triton"], slots, H, tile=(16, 32, 4, 2))
     assert_close(out_q, ref_q, dtype)
     assert_caches_close(caches, slots, dtype)
-    q, k, v = F.linear(x, w, b).split([H * D, Hkv * D, Hkv * D], dim=-1)
-    fresh = [torch.full_like(c, float("nan")) for c in caches["ref"]]
-    unfused_q = rotary_to_cache_ref(q.reshape(T, H, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D), cos, sin, *fresh, slots)
-    assert torch.equal(ref_q, unfused_q) and all(torch.equal(a[slots], c[slots]) for a, c in zip(caches["ref"], fresh))
 
 
 def test_reference_is_the_unfused_arithmetic():
