@@ -99,6 +99,9 @@ class EngineConfig(EnvSettings):
         "cuBLAS GEMM and a second launch (kernels/fused_ops): mlp = gate/up with SiLU-and-mul, qkv = q|k|v with "
         "its bias, RoPE and the KV-cache write (a plain cache, no q/k norms), all = both; steps of at most 128 "
         "rows, not in batch-invariant mode"))
+    pdl: bool = Field(False, description=(
+        "CUDA sm_90+: our Triton kernels launched with programmatic dependent launch, each scheduled while the "
+        "kernel before it finishes and waiting for it on the GPU (kernels/pdl.py); off elsewhere"))
     seed: int = Field(0, description="default sampling seed")
     backend: Literal[BACKENDS] = Field("engine", description=(
         "which engine generates (engine/backends): engine (ours, in this process) or vllm (a `vllm serve`, for "

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels.fused_ops import FUSED_MAX_ROWS
+from kernels.pdl import pdl_options, wait_previous
 from kernels.tiles import dot_options, dot_tile
 
 # BLOCK_N, BLOCK_K, warps, stages: a first guess, not yet measured; bench.linear_small --mlp sweeps them.
@@ -27,7 +28,8 @@ TILE = (32, 128, 4, 3)
 @triton.jit(do_not_specialize=["M"])
 def _gate_up_silu_kernel(x_ptr, w_ptr, out_ptr, M, I, K, stride_xm, stride_wn, stride_om,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+                         DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
+    wait_previous(PDL)
     gate, rm, rn = dot_tile(x_ptr, w_ptr, M, I, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     up, _, _ = dot_tile(x_ptr, w_ptr + I * stride_wn, M, I, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K,
                         DOT_FP32, PRECISION)
@@ -50,6 +52,6 @@ def gate_up_silu_triton(x: torch.Tensor, weight: torch.Tensor, tile: tuple[int, 
     _gate_up_silu_kernel[(triton.cdiv(I, block_n), 1)](
         x_ptr=x, w_ptr=weight, out_ptr=out, M=M, I=I, K=K, stride_xm=x.stride(0), stride_wn=weight.stride(0),
         stride_om=out.stride(0), BLOCK_M=max(16, triton.next_power_of_2(M)), BLOCK_N=block_n, BLOCK_K=block_k,
-        **dot_options(x), num_warps=warps, num_stages=stages,
+        **dot_options(x), **pdl_options(x), num_warps=warps, num_stages=stages,
     )
     return out

@@ -17,6 +17,7 @@ import triton.language as tl
 
 from kernels.fused_ops import FUSED_MAX_ROWS
 from kernels.fused_ops.fused import rope_pair
+from kernels.pdl import pdl_options, wait_previous
 from kernels.tiles import dot_options, dot_rows
 
 # BLOCK_HALF (rotary pairs a program takes; at most D/2), BLOCK_K, warps, stages: a first guess, not
@@ -40,7 +41,8 @@ def _rope_half(x1, x2, cos_ptr, sin_ptr, rm, d, M, HALF, stride_cs, dt: tl.const
 def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, cos_ptr, sin_ptr, slot_ptr, q_out_ptr, k_cache_ptr, v_cache_ptr,
                      M, K, H, HKV, HALF, stride_xm, stride_wn, stride_cs, stride_qot, stride_qoh, stride_ct, stride_ch,
                      HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_K: tl.constexpr,
-                     DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+                     DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
+    wait_previous(PDL)
     head = tl.program_id(0)  # q heads 0..H-1, then the k heads, then the v heads
     rm = tl.arange(0, BLOCK_M)
     d = tl.program_id(1) * BLOCK_HALF + tl.arange(0, BLOCK_HALF)  # this program's pairs: d and HALF + d
@@ -100,6 +102,6 @@ def qkv_rope_to_cache_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.
         stride_xm=x.stride(0), stride_wn=weight.stride(0), stride_cs=cos.stride(0), stride_qot=q_out.stride(0),
         stride_qoh=q_out.stride(1), stride_ct=k_cache.stride(0), stride_ch=k_cache.stride(1), HAS_BIAS=bias is not None,
         BLOCK_M=max(16, triton.next_power_of_2(T)), BLOCK_HALF=block_half, BLOCK_K=block_k,
-        **dot_options(x), num_warps=warps, num_stages=stages,
+        **dot_options(x), **pdl_options(x), num_warps=warps, num_stages=stages,
     )
     return q_out

@@ -1,0 +1,49 @@
+"""Programmatic dependent launch (PDL, sm_90 and newer) for the Triton kernels of a step.
+
+A kernel launched with PDL may be scheduled while the kernel before it in the stream is still
+running, so its launch overlaps that kernel's tail; a CUDA graph keeps the launch's programmatic
+edge. Every Triton kernel here starts with `wait_previous(PDL)`: griddepcontrol.wait, which blocks
+until the kernel before has completed and its writes are visible, so no load or store moves before
+that kernel's end; then griddepcontrol.launch_dependents, which lets the next PDL kernel be
+scheduled (it too waits before touching memory). A kernel launched without PDL (cuBLAS, torch's)
+waits for ours to complete, as always.
+
+Off unless `set_enabled(True)` (EngineConfig.pdl, set by the runner before any graph is
+captured), and never on an older GPU or under Triton's interpreter, which lacks the instructions.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+
+_enabled = False
+
+
+def set_enabled(on: bool) -> None:
+    global _enabled
+    _enabled = on
+
+
+@functools.cache
+def _has_pdl(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+def pdl_options(x: torch.Tensor) -> dict:
+    """The PDL arguments of a launch whose kernel starts with `wait_previous(PDL)`, for a kernel on
+    x's device: the constexpr and Triton's launch option."""
+    on = _enabled and x.is_cuda and _has_pdl(x.get_device())
+    return {"PDL": on, "launch_pdl": on}
+
+
+@triton.jit
+def wait_previous(PDL: tl.constexpr):
+    """A kernel's first statement: with PDL, wait for the kernel before, then release the next."""
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
