@@ -44,6 +44,20 @@ def dot_rows(x_ptr, w_ptr, rm, rn, M, N, K, stride_xm, stride_wn,
 
 
 @triton.jit
+def prefetch_rows(w_ptr, rn, N, K, stride_wn):
+    """Ask L2 for weight rows rn over the whole K, one prefetch per 128-byte line: what a kernel
+    launched with PDL does before it waits for the kernel before it (kernels/pdl.py), as the weights
+    depend on no earlier kernel. CUDA only (inline PTX)."""
+    PER_LINE: tl.constexpr = 1024 // w_ptr.dtype.element_ty.primitive_bitwidth
+    rows = tl.minimum(rn, N - 1)
+    for k0 in range(0, K, 16 * PER_LINE):
+        cols = tl.minimum(k0 + tl.arange(0, 16) * PER_LINE, K - 1)
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l",
+                                  [w_ptr + rows[:, None] * stride_wn + cols[None, :]], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+@triton.jit
 def dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):

@@ -18,7 +18,7 @@ import triton.language as tl
 
 from kernels.fused_ops import FUSED_MAX_ROWS
 from kernels.pdl import pdl_options, wait_previous
-from kernels.tiles import dot_options, dot_tile
+from kernels.tiles import dot_options, dot_tile, prefetch_rows
 
 # BLOCK_N, BLOCK_K, warps, stages: a first guess, not yet measured; bench.linear_small --mlp sweeps them.
 TILE = (32, 128, 4, 3)
@@ -29,6 +29,10 @@ TILE = (32, 128, 4, 3)
 def _gate_up_silu_kernel(x_ptr, w_ptr, out_ptr, M, I, K, stride_xm, stride_wn, stride_om,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
+    if PDL:  # the weight's reads start before the wait (kernels/pdl.py)
+        rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        prefetch_rows(w_ptr, rn, I, K, stride_wn)
+        prefetch_rows(w_ptr + I * stride_wn, rn, I, K, stride_wn)
     wait_previous(PDL)
     gate, rm, rn = dot_tile(x_ptr, w_ptr, M, I, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     up, _, _ = dot_tile(x_ptr, w_ptr + I * stride_wn, M, I, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K,

@@ -18,7 +18,7 @@ import triton.language as tl
 from kernels.fused_ops import FUSED_MAX_ROWS
 from kernels.fused_ops.fused import rope_pair
 from kernels.pdl import pdl_options, wait_previous
-from kernels.tiles import dot_options, dot_rows
+from kernels.tiles import dot_options, dot_rows, prefetch_rows
 
 # BLOCK_HALF (rotary pairs a program takes; at most D/2), BLOCK_K, warps, stages: a first guess, not
 # yet measured; bench.linear_small --qkv sweeps them.
@@ -42,12 +42,15 @@ def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, cos_ptr, sin_ptr, slot_ptr, q_out_ptr,
                      M, K, H, HKV, HALF, stride_xm, stride_wn, stride_cs, stride_qot, stride_qoh, stride_ct, stride_ch,
                      HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_K: tl.constexpr,
                      DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
-    wait_previous(PDL)
     head = tl.program_id(0)  # q heads 0..H-1, then the k heads, then the v heads
     rm = tl.arange(0, BLOCK_M)
     d = tl.program_id(1) * BLOCK_HALF + tl.arange(0, BLOCK_HALF)  # this program's pairs: d and HALF + d
     n1 = head * 2 * HALF + d
     N = (H + 2 * HKV) * 2 * HALF
+    if PDL:  # the weight's reads start before the wait (kernels/pdl.py)
+        prefetch_rows(w_ptr, n1, N, K, stride_wn)
+        prefetch_rows(w_ptr, n1 + HALF, N, K, stride_wn)
+    wait_previous(PDL)
     a1 = dot_rows(x_ptr, w_ptr, rm, n1, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_HALF, BLOCK_K, DOT_FP32, PRECISION)
     a2 = dot_rows(x_ptr, w_ptr, rm, n1 + HALF, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_HALF, BLOCK_K, DOT_FP32,
                   PRECISION)
