@@ -2,11 +2,13 @@
 
 A kernel launched with PDL may be scheduled while the kernel before it in the stream is still
 running, so its launch overlaps that kernel's tail; a CUDA graph keeps the launch's programmatic
-edge. Every Triton kernel here starts with `wait_previous(PDL)`: griddepcontrol.wait, which blocks
-until the kernel before has completed and its writes are visible, so no load or store moves before
-that kernel's end; then griddepcontrol.launch_dependents, which lets the next PDL kernel be
-scheduled (it too waits before touching memory). A kernel launched without PDL (cuBLAS, torch's)
-waits for ours to complete, as always.
+edge. Every Triton kernel here calls `wait_previous(PDL)` before it touches memory another kernel
+writes: griddepcontrol.wait, which blocks until the kernel before has completed and its writes are
+visible, so no load or store of activations, caches or outputs moves before that kernel's end; then
+griddepcontrol.launch_dependents, which lets the next PDL kernel be scheduled (it too waits before
+touching memory). Only weights, which no kernel of a step writes, are read before the wait (the
+fused projections ask L2 for theirs: tiles.prefetch_rows). A kernel launched without PDL (cuBLAS,
+torch's) waits for ours to complete, as always.
 
 Off unless `set_enabled(True)` (EngineConfig.pdl, set by the runner before any graph is
 captured), and never on an older GPU or under Triton's interpreter, which lacks the instructions.
@@ -43,7 +45,7 @@ def pdl_options(x: torch.Tensor) -> dict:
 
 @triton.jit
 def wait_previous(PDL: tl.constexpr):
-    """A kernel's first statement: with PDL, wait for the kernel before, then release the next."""
+    """With PDL, wait for the kernel before, then release the next; a no-op without."""
     if PDL:
         gdc_wait()
         gdc_launch_dependents()
