@@ -4,9 +4,9 @@ A kernel launched with PDL may be scheduled while the kernel before it in the st
 running, so its launch overlaps that kernel's tail; a CUDA graph keeps the launch's programmatic
 edge. Every Triton kernel here calls `wait_previous(PDL)` before it touches memory another kernel
 writes: griddepcontrol.wait, which blocks until the kernel before has completed and its writes are
-visible, so no load or store of activations, caches or outputs moves before that kernel's end; then
-griddepcontrol.launch_dependents, which lets the next PDL kernel be scheduled (it too waits before
-touching memory). Only weights, which no kernel of a step writes, are read before the wait (the
+visible, so no load or store of activations, caches or outputs moves before that kernel's end.
+Some call `release_next(PDL)` (griddepcontrol.launch_dependents), which lets the next PDL kernel be
+scheduled before they end (it too waits before touching memory). Only weights, which no kernel of a step writes, are read before the wait (the
 fused projections ask L2 for theirs: tiles.prefetch_rows). A kernel launched without PDL (cuBLAS,
 torch's) waits for ours to complete, as always.
 
@@ -45,7 +45,16 @@ def pdl_options(x: torch.Tensor) -> dict:
 
 @triton.jit
 def wait_previous(PDL: tl.constexpr):
-    """With PDL, wait for the kernel before, then release the next; a no-op without."""
+    """With PDL, wait until the kernel before has completed and its writes are visible."""
     if PDL:
         gdc_wait()
+
+
+@triton.jit
+def release_next(PDL: tl.constexpr):
+    """With PDL, let the next kernel be scheduled once every program has passed here (else it is
+    when they end). Early in a kernel of few programs (a norm, RoPE: the next may start its weight
+    reads), after the main loop in one of many (the attention: the next's waiting programs would
+    take the SMs its own still need)."""
+    if PDL:
         gdc_launch_dependents()

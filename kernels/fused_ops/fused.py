@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.pdl import pdl_options, wait_previous
+from kernels.pdl import pdl_options, release_next, wait_previous
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -25,6 +25,7 @@ def _add_rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, N, eps,
                          stride_x, stride_r, stride_o, stride_ro,
                          HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
     wait_previous(PDL)
+    release_next(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -144,6 +145,7 @@ def _rotary_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, H, HKV,
                    stride_qot, stride_qoh, stride_kot, stride_koh,
                    BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr, PDL: tl.constexpr):
     wait_previous(PDL)
+    release_next(PDL)
     t = tl.program_id(0).to(tl.int64)
     _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_out_ptr + t * stride_kot,
                 cos_ptr + t * stride_cs, sin_ptr + t * stride_cs, H, HKV, HALF, stride_qh, stride_qoh, stride_kh,
@@ -178,6 +180,7 @@ def _rotary_to_cache_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, slot_ptr, q_o
                             PDL: tl.constexpr):
     """One token: rope(q) to q_out, rope(k) and v straight into the cache rows of its slot."""
     wait_previous(PDL)
+    release_next(PDL)
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t).to(tl.int64)
     _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_cache_ptr + slot * stride_ct,

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernels.fused_ops import FUSED_MAX_ROWS
 from kernels.fused_ops.fused import rope_pair
-from kernels.pdl import pdl_options, wait_previous
+from kernels.pdl import pdl_options, release_next, wait_previous
 from kernels.tiles import dot_options, dot_rows, prefetch_rows
 
 # BLOCK_HALF (rotary pairs a program takes; at most D/2), BLOCK_K, warps, stages: a first guess, not
@@ -54,6 +54,7 @@ def _qkv_rope_kernel(x_ptr, w_ptr, b_ptr, cos_ptr, sin_ptr, slot_ptr, q_out_ptr,
     a1 = dot_rows(x_ptr, w_ptr, rm, n1, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_HALF, BLOCK_K, DOT_FP32, PRECISION)
     a2 = dot_rows(x_ptr, w_ptr, rm, n1 + HALF, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_HALF, BLOCK_K, DOT_FP32,
                   PRECISION)
+    release_next(PDL)
     if HAS_BIAS:
         a1 += tl.load(b_ptr + n1).to(tl.float32)[None, :]
         a2 += tl.load(b_ptr + n1 + HALF).to(tl.float32)[None, :]

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from kernels.paged_attention.ref import KEY_CHUNK
-from kernels.pdl import pdl_options, wait_previous
+from kernels.pdl import pdl_options, release_next, wait_previous
 from kernels.tiles import dot_options
 
 FORMATS = {"plain": 0, "fp8": 1, "int8": 2, "int4": 3}
@@ -217,6 +217,7 @@ def _attn_split(
         acc0 = tl.dot(p, v0.to(DOT), acc0, input_precision=PRECISION)
         acc1 = tl.dot(p, v1.to(DOT), acc1, input_precision=PRECISION)
 
+    release_next(PDL)
     inv = 1.0 / tl.where(l > 0, l, 1.0)
     acc0 = acc0 * inv[:, None]
     acc1 = acc1 * inv[:, None]
