@@ -169,10 +169,12 @@ def kernels_per_step(engine, context: int, k: int) -> dict[str, int]:
     return dict(names.most_common())
 
 
-def gpu_time_per_step(engine, context: int, k: int, reps: int = 20) -> dict[str, float]:
+def gpu_time_per_step(engine, context: int, k: int, reps: int = 20) -> tuple[dict[str, float], dict[str, float]]:
     """Microseconds of GPU time per verify step by kernel family, as the engine runs the step
     (CUDA graph replays when the engine has graphs; the profiler traces kernels inside graphs),
-    with `busy` (their sum) and `wall` (a step's median time) to show the gaps between kernels."""
+    with `busy` (their sum) and `wall` (a step's median time) to show the gaps between kernels;
+    and those gaps, µs per step, by the pair of kernel families around each (a kernel that starts
+    before the one before it ends, under PDL, counts its overlap as a negative gap)."""
     from collections import defaultdict
 
     from torch.profiler import ProfilerActivity, profile
@@ -186,12 +188,18 @@ def gpu_time_per_step(engine, context: int, k: int, reps: int = 20) -> dict[str,
         torch.cuda.synchronize()
     engine.cancel(seq)
     us: dict[str, float] = defaultdict(float)
-    for e in prof.events():
-        if e.device_type.name == "CUDA":
-            us[_kernel_kind(e.name)] += e.device_time_total / reps
+    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    for e in kernels:
+        us[_kernel_kind(e.name)] += e.device_time_total / reps
     out = dict(sorted(us.items(), key=lambda kv: -kv[1]))
     out["busy"], out["wall"] = sum(us.values()), wall * 1000
-    return out
+    gaps: dict[str, float] = defaultdict(float)
+    per_step = len(kernels) // reps  # each replay runs the same kernels; the host's time between replays is left out
+    for r in range(reps):
+        step = kernels[r * per_step:(r + 1) * per_step]
+        for a, b in zip(step, step[1:]):
+            gaps[f"{_kernel_kind(a.name)} > {_kernel_kind(b.name)}"] += (b.time_range.start - a.time_range.end) / reps
+    return out, dict(sorted(gaps.items(), key=lambda kv: -abs(kv[1])))
 
 
 def _kernel_kind(name: str) -> str:
@@ -307,7 +315,7 @@ def run(args, tmp: Path) -> None:
         return beside(args, folder, tmp / "draft", device, dtype)
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
     print(f"checks: {json.dumps(checks)}", flush=True)
-    rows, kernel_rows, profile_rows = [], [], []
+    rows, kernel_rows, profile_rows, gap_rows = [], [], [], []
     results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
     max_len = max(args.contexts) + 64
     variants = [(f"ours, CUDA graphs, {impl}", False, impl) for impl in args.attention]
@@ -342,10 +350,12 @@ def run(args, tmp: Path) -> None:
             kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
             results.setdefault("kernels", {})[name] = counts
         if args.profile and cuda and first:
-            prof = gpu_time_per_step(eng, args.contexts[0], verify)
+            prof, gaps = gpu_time_per_step(eng, args.contexts[0], verify)
             profile_rows.append([name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
                                  ", ".join(f"{n} {t:.0f}" for n, t in list(prof.items())[:8])])
+            gap_rows.append([name, f"{sum(gaps.values()):.0f}", ", ".join(f"{n} {t:.0f}" for n, t in list(gaps.items())[:8])])
             results.setdefault("profile", {})[name] = prof
+            results.setdefault("gaps", {})[name] = gaps
         del eng
         torch.cuda.empty_cache() if cuda else None
     if not args.no_hf:
@@ -366,6 +376,8 @@ def run(args, tmp: Path) -> None:
     if profile_rows:
         print(f"\nGPU time per verify step, us (K={args.k[0]}, context {args.contexts[0]}; busy = kernels' sum, wall = step):\n")
         print(table(["engine", "wall", "busy", "by kernel family"], profile_rows))
+        print("\nTime between kernels per verify step, us, by the kernels before and after (largest first):\n")
+        print(table(["engine", "total", "by pair"], gap_rows))
     save_json("step_time.json", results)
 
 
