@@ -25,7 +25,7 @@
 # equal_default_inv's plain run (added since): those two first on the next lease, then the rest on an H200.
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
-# attention_prefill, linear_small, kernels_pdl, steps_pdl05, steps_pdl15, kernels_fused, fused_small, steps_fused, steps_fused05, apply05_fused, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
+# attention_prefill, linear_small, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -96,28 +96,6 @@ job() {
     # The same levels as concurrency05_ab, this tree and .old/ once each.
     concurrency05_ab1) for run in "" in_old; do $run $t 200 python3 -m bench.concurrency --levels 8 32 64 \
       --cases 0 --modes "lookup K=16 +prediction"; done ;;
-    # The projections fused with the ops after them (EDITAPPLY_FUSED_PROJECTIONS): their tests natively, their tiles
-    # at 16 and 64 rows, the graph steps at 4k (K=16 off / mlp / qkv / all with kernel families, K=64 off / all;
-    # steps_fused05: the 0.5B's K=16 alone), the 0.5B's 60 dev cases off and all in turn, twice (needs pull05).
-    kernels_fused) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fused_ops.py tests/kernels/test_graphs.py \
-      -k "gate_up or qkv or model_with or graph" ;;
-    steps_fused05) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager \
-      --no-checks --k 16 --fused-projections off mlp qkv all --profile ;;
-    # Programmatic dependent launch of the Triton kernels (EDITAPPLY_PDL): the graph tests with it, then the
-    # K=16 step at 4k off / on, unfused and fused, with kernel families (steps_pdl05: the 0.5B alone).
-    kernels_pdl) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_graphs.py ;;
-    steps_pdl05) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager \
-      --no-checks --k 16 --pdl off on --fused-projections off all --profile ;;
-    steps_pdl15) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-1.5b --contexts 4096 --no-hf --no-eager \
-      --no-checks --k 16 64 --pdl off on --profile ;;
-    fused_small) $t 500 python3 -m bench.linear_small --mlp --qkv --rows 16 64 ;;
-    steps_fused) for s in 0.5b 1.5b; do $t 400 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf \
-      --no-eager --no-checks --k 16 --fused-projections off mlp qkv all --profile
-      $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf --no-eager --no-checks --k 64 \
-      --fused-projections off all; done ;;
-    apply05_fused) for f in off all off all; do EDITAPPLY_FUSED_PROJECTIONS=$f $t 300 python3 -m bench.spec_decode \
-      --limit 0 --no-hf --no-vllm --plot $RES/apply05_fused_$f --configs "lookup K=64 +prediction" "lookup K=16 +prediction" \
-      && cp $RES/spec_decode_cuda.json $RES/apply05_fused_${f}_$(date +%s).json; done ;;
     # The small projections (q|k|v, o) at 16 rows: cuBLAS against Triton tiles.
     linear_small) $t 300 python3 -m bench.linear_small ;;
     # A first prompt chunk's launch parameters (2k and 4k), against SDPA.

@@ -173,8 +173,9 @@ def gpu_time_per_step(engine, context: int, k: int, reps: int = 20) -> tuple[dic
     """Microseconds of GPU time per verify step by kernel family, as the engine runs the step
     (CUDA graph replays when the engine has graphs; the profiler traces kernels inside graphs),
     with `busy` (their sum) and `wall` (a step's median time) to show the gaps between kernels;
-    and those gaps, µs per step, by the pair of kernel families around each (a kernel that starts
-    before the one before it ends, under PDL, counts its overlap as a negative gap)."""
+    and those gaps, µs per step, by the pair of kernel families around each. The pair from the
+    staged inputs' copy to the graph's first kernel holds the host's launch of the replay, which
+    the profiler slows; the others are the GPU's time between two kernels of the graph."""
     from collections import defaultdict
 
     from torch.profiler import ProfilerActivity, profile
@@ -290,10 +291,6 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
-    ap.add_argument("--fused-projections", nargs="+", default=["off"], choices=["off", "mlp", "qkv", "all"],
-                    help="CUDA: projections fused with the ops after them (EngineConfig.fused_projections), each given")
-    ap.add_argument("--pdl", nargs="+", default=["off"], choices=["off", "on"],
-                    help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
                     help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
     args = ap.parse_args(argv)
@@ -323,16 +320,14 @@ def run(args, tmp: Path) -> None:
         variants += [(f"ours, eager, {impl}", True, impl) for impl in args.attention]
     if not cuda:
         variants = [(f"ours, {impl}", True, impl) for impl in args.attention]
-    variants = [(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
-                 + (f", fused {fp}" if fp != "off" else "") + (", PDL" if pdl == "on" else ""),
-                 eager, impl, i8 == "on", pw == "on", fp, pdl == "on")
+    variants = [(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else ""),
+                 eager, impl, i8 == "on", pw == "on")
                 for name, eager, impl in variants for i8 in args.int8_head
-                for pw in (args.packed_weights if not cuda else ["on"]) for fp in (args.fused_projections if cuda else ["off"])
-                for pdl in (args.pdl if cuda else ["off"])]
-    for (name, eager, impl, int8_head, packed, fused, pdl), verify in ((v, k) for v in variants for k in args.k):
+                for pw in (args.packed_weights if not cuda else ["on"])]
+    for (name, eager, impl, int8_head, packed), verify in ((v, k) for v in variants for k in args.k):
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
                                      max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
-                                     fused_projections=fused, pdl=pdl, verify_tokens=verify))
+                                     verify_tokens=verify))
         first = verify == args.k[0]  # K=1, the kernel count and the profile: once per variant
         for ctx in args.contexts:
             for k in (1, verify) if first else (verify,):

@@ -94,14 +94,6 @@ class EngineConfig(EnvSettings):
     int8_head: bool = Field(False, description=(
         "int8 weight-only embeddings and lm_head, per-row scales (kernels/int8_linear; the Triton kernel on "
         "CUDA, the chunked reference elsewhere). Off: see README's config table for why"))
-    fused_projections: Literal["off", "mlp", "qkv", "all"] = Field("off", description=(
-        "CUDA: a verify step's projections fused with the ops after them, each one Triton kernel in place of a "
-        "cuBLAS GEMM and a second launch (kernels/fused_ops): mlp = gate/up with SiLU-and-mul, qkv = q|k|v with "
-        "its bias, RoPE and the KV-cache write (a plain cache, no q/k norms), all = both; steps of at most 128 "
-        "rows, not in batch-invariant mode"))
-    pdl: bool = Field(False, description=(
-        "CUDA sm_90+: our Triton kernels launched with programmatic dependent launch, each scheduled while the "
-        "kernel before it finishes and waiting for it on the GPU (kernels/pdl.py); off elsewhere"))
     seed: int = Field(0, description="default sampling seed")
     backend: Literal[BACKENDS] = Field("engine", description=(
         "which engine generates (engine/backends): engine (ours, in this process) or vllm (a `vllm serve`, for "

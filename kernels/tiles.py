@@ -1,10 +1,9 @@
 """The K-loop of one output tile of x[M, K] @ w[N, K].T, shared by the Triton linears
-(kernels/invariant_linear, kernels/int8_linear, kernels/fused_ops' projections).
+(kernels/invariant_linear, kernels/int8_linear), and their dot options.
 
-`dot_tile`: a program of the grid (N blocks, M blocks) sums its [BLOCK_M, BLOCK_N] tile over K
-in BLOCK_K chunks, first to last, into an fp32 accumulator; rows past M and columns past N load
-as zeros. `dot_rows`: the same for rows and weight rows the caller names (a head's halves). The
-weight is cast to x's dtype in registers (exact for int8 weights, |q| <= 127; a no-op for a
+A program of the grid (N blocks, M blocks) sums its [BLOCK_M, BLOCK_N] tile over K in BLOCK_K
+chunks, first to last, into an fp32 accumulator; rows past M and columns past N load as zeros.
+The weight is cast to x's dtype in registers (exact for int8 weights, |q| <= 127; a no-op for a
 weight of x's dtype). DOT_FP32: both operands go to fp32 first, where Triton's interpreter
 multiplies bf16 wrongly (fp32 holds bf16 and int8 exactly, so the sums are the same).
 """
@@ -25,10 +24,13 @@ def dot_options(x: torch.Tensor) -> dict:
 
 
 @triton.jit
-def dot_rows(x_ptr, w_ptr, rm, rn, M, N, K, stride_xm, stride_wn,
+def dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    """acc [BLOCK_M, BLOCK_N] fp32: rows rm of x times weight rows rn, summed over K."""
+    """(acc [BLOCK_M, BLOCK_N] fp32, its rows rm, its columns rn) of this program's tile."""
+    pid_n, pid_m = tl.program_id(0), tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -40,30 +42,4 @@ def dot_rows(x_ptr, w_ptr, rm, rn, M, N, K, stride_xm, stride_wn,
         else:
             w = w.to(x.dtype)
         acc = tl.dot(x, w, acc, input_precision=PRECISION)  # [BLOCK_M, BLOCK_K] @ [BLOCK_K, BLOCK_N]
-    return acc
-
-
-@triton.jit
-def prefetch_rows(w_ptr, rn, N, K, stride_wn):
-    """Ask L2 for weight rows rn over the whole K, one prefetch per 128-byte line: what a kernel
-    launched with PDL does before it waits for the kernel before it (kernels/pdl.py), as the weights
-    depend on no earlier kernel. CUDA only (inline PTX)."""
-    PER_LINE: tl.constexpr = 1024 // w_ptr.dtype.element_ty.primitive_bitwidth
-    rows = tl.minimum(rn, N - 1)
-    for k0 in range(0, K, 16 * PER_LINE):
-        cols = tl.minimum(k0 + tl.arange(0, 16) * PER_LINE, K - 1)
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l",
-                                  [w_ptr + rows[:, None] * stride_wn + cols[None, :]], dtype=tl.int32,
-                                  is_pure=False, pack=1)
-
-
-@triton.jit
-def dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn,
-             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-             DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    """(acc [BLOCK_M, BLOCK_N] fp32, its rows rm, its columns rn) of this program's tile."""
-    pid_n, pid_m = tl.program_id(0), tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = dot_rows(x_ptr, w_ptr, rm, rn, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     return acc, rm, rn

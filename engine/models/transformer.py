@@ -26,7 +26,7 @@ from engine.models.layers import (
     pack_weight,
     rows_matmul,
 )
-from kernels.fused_ops import FUSED_MAX_ROWS, gate_up_silu, qkv_rope_to_cache, rotary, rotary_to_cache
+from kernels.fused_ops import rotary, rotary_to_cache
 from kernels.paged_attention import paged_attention
 
 
@@ -67,16 +67,9 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.impl = "ref"  # or "triton", for attention and RoPE; CausalLM.set_kernel_impl
         self.batch_invariant = False  # CausalLM.set_batch_invariant
-        self.fused = False  # CausalLM.set_fused_projections
 
     def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
         T = x.shape[0]
-        if (self.fused and self.impl == "triton" and kv.format == "plain" and self.q_norm is None
-                and not self.batch_invariant and 0 < T <= FUSED_MAX_ROWS):
-            # the projection, its bias, RoPE and the cache write in one launch (kernels/fused_ops/qkv_rope.py)
-            q = qkv_rope_to_cache(x, self.qkv_proj.weight, self.qkv_proj.bias, cos, sin, kv.k, kv.v,
-                                  meta.slot_mapping, self.num_heads, "triton")
-            return self._attend(q, meta, kv)
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(T, self.num_heads, self.head_dim)  # [T, H, D]
         k = k.view(T, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
@@ -88,11 +81,6 @@ class Attention(nn.Module):
         else:  # quantized caches quantize on write
             q, k = rotary(q, k, cos, sin, self.impl)
             kv.write(meta.slot_mapping, k, v)
-        return self._attend(q, meta, kv)
-
-    def _attend(self, q: torch.Tensor, meta: AttentionMetadata, kv) -> torch.Tensor:
-        """q [T, H, D], this step's keys and values in the cache -> the o projection of attention [T, hidden]."""
-        T = q.shape[0]
         out = paged_attention(
             q, kv, meta.slot_tables, meta.q_positions, meta.query_lens, meta.context_lens, self.scale,
             self.sliding_window, query_starts=meta.query_starts, impl=self.impl, invariant=self.batch_invariant,
@@ -106,17 +94,9 @@ class MLP(nn.Module):
         self.gate_up_proj = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.act = SiluAndMul()
-        self.fused = False  # CausalLM.set_fused_projections
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [T, hidden]. Fused: a step of at most FUSED_MAX_ROWS rows on triton runs the gate/up
-        projection and SiLU-and-mul as one kernel (kernels/fused_ops/gate_up.py); not in batch-invariant
-        mode, whose linears have their own fixed tiles."""
-        gate_up = self.gate_up_proj
-        if (self.fused and self.act.impl == "triton" and not gate_up.batch_invariant
-                and 0 < x.shape[0] <= FUSED_MAX_ROWS):
-            return self.down_proj(gate_up_silu(x, gate_up.weight, "triton"))
-        return self.down_proj(self.act(gate_up(x)))
+        return self.down_proj(self.act(self.gate_up_proj(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -161,18 +141,6 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, RMSNorm, SiluAndMul)):
                 module.impl = impl
-
-    def set_fused_projections(self, which: str) -> None:
-        """"off", "mlp", "qkv" or "all": the MLPs' gate/up projection with SiLU-and-mul (MLP.forward),
-        the attention's q|k|v projection with RoPE and the cache write (Attention.forward), each one
-        kernel where it can. q|k|v needs a head dim of a power of two from 32 (RoPE's halves are tiles)."""
-        assert which in ("off", "mlp", "qkv", "all"), which
-        head_dim = self.config.head_dim
-        for module in self.modules():
-            if isinstance(module, MLP):
-                module.fused = which in ("mlp", "all")
-            elif isinstance(module, Attention):
-                module.fused = which in ("qkv", "all") and head_dim >= 32 and head_dim & (head_dim - 1) == 0
 
     def set_batch_invariant(self, on: bool) -> None:
         """Every row's result independent of the step's other rows (of its own sequence and of the

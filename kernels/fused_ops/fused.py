@@ -15,17 +15,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.pdl import pdl_options, release_next, wait_previous
-
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
 def _add_rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, N, eps,
                          stride_x, stride_r, stride_o, stride_ro,
-                         HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    wait_previous(PDL)
-    release_next(PDL)
+                         HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -63,7 +59,7 @@ def add_rms_norm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: 
     _add_rms_norm_kernel[(M,)](
         x_ptr=x2, res_ptr=r2, w_ptr=weight, out_ptr=out, res_out_ptr=res_out, N=N, eps=eps,
         stride_x=x2.stride(0), stride_r=r2.stride(0), stride_o=out.stride(0), stride_ro=res_out.stride(0),
-        HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(N), **pdl_options(x),
+        HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(N),
     )
     if residual is None:
         return out.view(x.shape), x
@@ -71,8 +67,7 @@ def add_rms_norm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: 
 
 
 @triton.jit
-def _silu_and_mul_kernel(x_ptr, out_ptr, I, stride_x, stride_o, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    wait_previous(PDL)
+def _silu_and_mul_kernel(x_ptr, out_ptr, I, stride_x, stride_o, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < I
@@ -93,18 +88,9 @@ def silu_and_mul_triton(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
     out = torch.empty(M, I, dtype=x.dtype, device=x.device)
     block = min(block, triton.next_power_of_2(I))
     _silu_and_mul_kernel[(M, triton.cdiv(I, block))](
-        x_ptr=x2, out_ptr=out, I=I, stride_x=x2.stride(0), stride_o=out.stride(0), BLOCK=block, **pdl_options(x),
+        x_ptr=x2, out_ptr=out, I=I, stride_x=x2.stride(0), stride_o=out.stride(0), BLOCK=block,
     )
     return out.view(*x.shape[:-1], I)
-
-
-@triton.jit
-def rope_pair(x1, x2, c1, c2, s1, s2, dt: tl.constexpr):
-    """RoPE on the halves x1, x2 (fp32) of rows: (x1 * c1 - x2 * s1, x2 * c2 + x1 * s2) in dt, each
-    product and the sum rounded to dt as in ref.py (rotate_half(x) = [-x2 | x1])."""
-    o1 = (x1 * c1).to(dt).to(tl.float32) + (-x2 * s1).to(dt).to(tl.float32)
-    o2 = (x2 * c2).to(dt).to(tl.float32) + (x1 * s2).to(dt).to(tl.float32)
-    return o1.to(dt), o2.to(dt)
 
 
 @triton.jit
@@ -118,9 +104,11 @@ def _rope_heads(x_ptr, out_ptr, c1, c2, s1, s2, num_heads, stride_h, stride_oh, 
     x1 = tl.load(x_ptr + heads * stride_h + cols, mask=mask, other=0.0)
     x2 = tl.load(x_ptr + heads * stride_h + HALF + cols, mask=mask, other=0.0)
     dt = out_ptr.dtype.element_ty
-    o1, o2 = rope_pair(x1.to(tl.float32), x2.to(tl.float32), c1, c2, s1, s2, dt)
-    tl.store(out_ptr + heads * stride_oh + cols, o1, mask=mask)
-    tl.store(out_ptr + heads * stride_oh + HALF + cols, o2, mask=mask)
+    x1, x2 = x1.to(tl.float32), x2.to(tl.float32)
+    o1 = (x1 * c1).to(dt).to(tl.float32) + (-x2 * s1).to(dt).to(tl.float32)
+    o2 = (x2 * c2).to(dt).to(tl.float32) + (x1 * s2).to(dt).to(tl.float32)
+    tl.store(out_ptr + heads * stride_oh + cols, o1.to(dt), mask=mask)
+    tl.store(out_ptr + heads * stride_oh + HALF + cols, o2.to(dt), mask=mask)
 
 
 @triton.jit
@@ -143,9 +131,7 @@ def _rope_token(q_ptr, q_out_ptr, k_ptr, k_out_ptr, cos_ptr, sin_ptr, H, HKV, HA
 def _rotary_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, H, HKV, HALF,
                    stride_qt, stride_qh, stride_kt, stride_kh, stride_cs,
                    stride_qot, stride_qoh, stride_kot, stride_koh,
-                   BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr, PDL: tl.constexpr):
-    wait_previous(PDL)
-    release_next(PDL)
+                   BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
     _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_out_ptr + t * stride_kot,
                 cos_ptr + t * stride_cs, sin_ptr + t * stride_cs, H, HKV, HALF, stride_qh, stride_qoh, stride_kh,
@@ -167,7 +153,7 @@ def rotary_triton(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
         stride_cs=cos.stride(0), stride_qot=q_out.stride(0), stride_qoh=q_out.stride(1),
         stride_kot=k_out.stride(0), stride_koh=k_out.stride(1),
         BLOCK_H=triton.next_power_of_2(H), BLOCK_HKV=triton.next_power_of_2(Hkv),
-        BLOCK_HALF=triton.next_power_of_2(D // 2), **pdl_options(q),
+        BLOCK_HALF=triton.next_power_of_2(D // 2),
     )
     return q_out, k_out
 
@@ -176,11 +162,8 @@ def rotary_triton(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
 def _rotary_to_cache_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, slot_ptr, q_out_ptr, k_cache_ptr, v_cache_ptr,
                             H, HKV, HALF, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_cs, stride_qot, stride_qoh, stride_ct, stride_ch,
-                            BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr,
-                            PDL: tl.constexpr):
+                            BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """One token: rope(q) to q_out, rope(k) and v straight into the cache rows of its slot."""
-    wait_previous(PDL)
-    release_next(PDL)
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t).to(tl.int64)
     _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_cache_ptr + slot * stride_ct,
@@ -215,6 +198,6 @@ def rotary_to_cache_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, co
         stride_vt=v.stride(0), stride_vh=v.stride(1), stride_cs=cos.stride(0),
         stride_qot=q_out.stride(0), stride_qoh=q_out.stride(1), stride_ct=k_cache.stride(0), stride_ch=k_cache.stride(1),
         BLOCK_H=triton.next_power_of_2(H), BLOCK_HKV=triton.next_power_of_2(Hkv),
-        BLOCK_HALF=triton.next_power_of_2(D // 2), **pdl_options(q),
+        BLOCK_HALF=triton.next_power_of_2(D // 2),
     )
     return q_out

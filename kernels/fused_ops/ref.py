@@ -33,12 +33,6 @@ def silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
-def gate_up_silu_ref(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x [M, K], weight [2 * I, K] = [gate | up] rows -> silu(gate) * up, [M, I]: the MLP's gate/up
-    projection and its activation, unfused."""
-    return silu_and_mul_ref(F.linear(x, weight))
-
-
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -62,15 +56,3 @@ def rotary_to_cache_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: 
     k_cache.index_copy_(0, slots, k.to(k_cache.dtype))
     v_cache.index_copy_(0, slots, v.to(v_cache.dtype))
     return q
-
-
-def qkv_rope_to_cache_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cos: torch.Tensor,
-                          sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
-                          num_heads: int) -> torch.Tensor:
-    """The attention's q|k|v projection (rows: the q heads, the k heads, the v heads, D each), then
-    `rotary_to_cache_ref`; returns rope(q) [T, H, D]."""
-    T = x.shape[0]
-    Hkv, D = k_cache.shape[1:]
-    q, k, v = F.linear(x, weight, bias).split([num_heads * D, Hkv * D, Hkv * D], dim=-1)
-    return rotary_to_cache_ref(q.view(T, num_heads, D), k.view(T, Hkv, D), v.view(T, Hkv, D), cos, sin,
-                               k_cache, v_cache, slots)

@@ -10,12 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.fused_ops import (FUSED_MAX_ROWS, add_rms_norm, add_rms_norm_ref, gate_up_silu, gate_up_silu_ref,
-                               qkv_rope_to_cache, qkv_rope_to_cache_ref, rotary, rotary_ref, rotary_to_cache,
-                               rotary_to_cache_ref, silu_and_mul, silu_and_mul_ref)
+from kernels.fused_ops import (add_rms_norm, add_rms_norm_ref, rotary, rotary_ref, rotary_to_cache, rotary_to_cache_ref,
+                               silu_and_mul, silu_and_mul_ref)
 from kernels.fused_ops.fused import add_rms_norm_triton, rotary_to_cache_triton, rotary_triton, silu_and_mul_triton
-from kernels.fused_ops.gate_up import gate_up_silu_triton
-from kernels.fused_ops.qkv_rope import qkv_rope_to_cache_triton
 from tests.kernels.test_paged_attention import nan_buffers
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -98,20 +95,6 @@ def test_silu_and_mul(T, I, dtype):
     assert_close(out, silu_and_mul_ref(x), dtype)
 
 
-@pytest.mark.parametrize("T,K,I,dtype", [(1, 72, 100, FP32), (7, 200, 40, FP32), (16, 64, 64, BF16),
-                                          (63, 72, 100, BF16), (FUSED_MAX_ROWS, 40, 72, FP32), (5, 40, 72, FP16)])
-def test_gate_up_silu(T, K, I, dtype):
-    """The gate/up projection with SiLU-and-mul in its epilogue against the two unfused ops: rows up to
-    one whole block, K and I not multiples of the tile (the tiles must mask)."""
-    x = randn(T, K, dtype=dtype, seed=T, scale=2.0)
-    w = randn(2 * I, K, dtype=dtype, seed=K * I, scale=K**-0.5)
-    with nan_buffers():
-        out = gate_up_silu_triton(x, w, tile=(32, 32, 4, 2))  # several K chunks and column tiles
-    assert_close(out, gate_up_silu_ref(x, w), dtype)
-    with pytest.raises(AssertionError):
-        gate_up_silu_triton(torch.cat([x] * (FUSED_MAX_ROWS // T + 1)), w)
-
-
 @pytest.mark.parametrize("T,heads,dtype", cases([(14, 2, 64), (9, 3, 72), (4, 4, 128)]),
                          ids=map(ids, cases([(14, 2, 64), (9, 3, 72), (4, 4, 128)])))
 def test_rotary(T, heads, dtype):
@@ -130,28 +113,6 @@ def test_rotary(T, heads, dtype):
     assert_close(out_k, ref_k, dtype)
 
 
-def rope_cache_inputs(T, heads, dtype, cache_dtype):
-    """cos/sin [T, 1, D] of random angles, T distinct slots among 3T, and NaN k/v caches for "ref"
-    and "triton"."""
-    H, Hkv, D = heads
-    angles = torch.rand(T, 1, D // 2, generator=torch.Generator().manual_seed(H)) * 100
-    angles = torch.cat((angles, angles), dim=-1)
-    cos, sin = angles.cos().to(dtype).to(DEVICE), angles.sin().to(dtype).to(DEVICE)
-    slots = torch.randperm(3 * T, generator=torch.Generator().manual_seed(T))[:T].to(DEVICE)
-    caches = {impl: [torch.full((3 * T, Hkv, D), float("nan"), dtype=cache_dtype, device=DEVICE) for _ in range(2)]
-              for impl in ("ref", "triton")}
-    return cos, sin, slots, caches
-
-
-def assert_caches_close(caches, slots, dtype):
-    """The kernel's cache rows at `slots` are the reference's; the rows of other slots untouched."""
-    for ref_cache, out_cache in zip(caches["ref"], caches["triton"]):
-        assert_close(out_cache[slots], ref_cache[slots], dtype)
-        others = torch.ones(ref_cache.shape[0], dtype=torch.bool, device=DEVICE)
-        others[slots] = False
-        assert out_cache[others].isnan().all()
-
-
 @pytest.mark.parametrize("T,heads,dtype,cache_dtype", [(1, (14, 2, 64), FP32, FP32), (7, (9, 3, 72), BF16, BF16),
                                                        (63, (4, 4, 128), FP32, BF16), (16, (14, 2, 64), BF16, BF16)])
 def test_rotary_to_cache(T, heads, dtype, cache_dtype):
@@ -162,33 +123,22 @@ def test_rotary_to_cache(T, heads, dtype, cache_dtype):
     q = qkv[:, : H * D].view(T, H, D)
     k = qkv[:, H * D: (H + Hkv) * D].view(T, Hkv, D)
     v = qkv[:, (H + Hkv) * D:].view(T, Hkv, D)
-    cos, sin, slots, caches = rope_cache_inputs(T, heads, dtype, cache_dtype)
+    angles = torch.rand(T, 1, D // 2, generator=torch.Generator().manual_seed(H)) * 100
+    angles = torch.cat((angles, angles), dim=-1)
+    cos, sin = angles.cos().to(dtype).to(DEVICE), angles.sin().to(dtype).to(DEVICE)
+    slots = torch.randperm(3 * T, generator=torch.Generator().manual_seed(T))[:T].to(DEVICE)
+    caches = {impl: [torch.full((3 * T, Hkv, D), float("nan"), dtype=cache_dtype, device=DEVICE) for _ in range(2)]
+              for impl in ("ref", "triton")}
     ref_q = rotary_to_cache_ref(q, k, v, cos, sin, *caches["ref"], slots)
     with nan_buffers():
         out_q = rotary_to_cache_triton(q, k, v, cos, sin, *caches["triton"], slots)
     assert_close(out_q, ref_q, dtype)
-    assert_caches_close(caches, slots, dtype if cache_dtype == dtype else cache_dtype)
+    for ref_cache, out_cache in zip(caches["ref"], caches["triton"]):
+        assert_close(out_cache[slots], ref_cache[slots], dtype if cache_dtype == dtype else cache_dtype)
+        others = torch.ones(3 * T, dtype=torch.bool, device=DEVICE)
+        others[slots] = False
+        assert out_cache[others].isnan().all()  # rows of other slots untouched
     assert torch.equal(rotary_to_cache(q, k, v, cos, sin, *caches["ref"], slots, "ref"), ref_q)
-
-
-@pytest.mark.parametrize("T,K,heads,bias,dtype,cache_dtype", [
-    (1, 72, (14, 2, 64), True, FP32, FP32), (7, 200, (3, 1, 32), False, FP32, FP32),
-    (16, 64, (4, 2, 64), True, BF16, BF16), (FUSED_MAX_ROWS, 40, (2, 1, 32), True, FP32, FP32),
-    (9, 64, (4, 2, 32), True, BF16, FP32)], ids=["T1", "T7-nobias", "T16-bf16", "T128", "T9-bf16-fp32cache"])
-def test_qkv_rope_to_cache(T, K, heads, bias, dtype, cache_dtype):
-    """The q|k|v projection with RoPE and the cache write in one kernel against the projection
-    followed by rotary_to_cache_ref: q rotated, rope(k) and v in their slots' rows, other rows
-    untouched; several programs a head (BLOCK_HALF 16 of D/2 = 32)."""
-    H, Hkv, D = heads
-    x = randn(T, K, dtype=dtype, seed=T + K, scale=2.0)
-    w = randn((H + 2 * Hkv) * D, K, dtype=dtype, seed=K, scale=K**-0.5)
-    b = randn((H + 2 * Hkv) * D, dtype=dtype, seed=D) if bias else None
-    cos, sin, slots, caches = rope_cache_inputs(T, heads, dtype, cache_dtype)
-    ref_q = qkv_rope_to_cache_ref(x, w, b, cos, sin, *caches["ref"], slots, H)
-    with nan_buffers():
-        out_q = qkv_rope_to_cache_triton(x, w, b, cos, sin, *caches["triton"], slots, H, tile=(16, 32, 4, 2))
-    assert_close(out_q, ref_q, dtype)
-    assert_caches_close(caches, slots, dtype)
 
 
 def test_reference_is_the_unfused_arithmetic():
@@ -210,58 +160,37 @@ def test_dispatch(impl):
     out, res = add_rms_norm(x, r, w, 1e-6, impl)
     assert_close(out, add_rms_norm_ref(x, r, w, 1e-6)[0], FP32)
     assert_close(silu_and_mul(x, impl), silu_and_mul_ref(x), FP32)
-    gate_up = randn(2 * 40, 64, dtype=FP32, seed=4, scale=0.125)
-    assert_close(gate_up_silu(x, gate_up, impl), gate_up_silu_ref(x, gate_up), FP32)
     q, k = x.view(3, 2, 32), r.view(3, 2, 32)
     cos, sin = w[None, None, :32].expand(3, 1, 32).contiguous(), w[None, None, 32:].expand(3, 1, 32).contiguous()
     for a, b in zip(rotary(q, k, cos, sin, impl), rotary_ref(q, k, cos, sin)):
         assert_close(a, b, FP32)
-    qkv_w = randn(4 * 32, 64, dtype=FP32, seed=5, scale=0.125)
-    slots = torch.tensor([4, 0, 2], device=DEVICE)
-    caches = [torch.zeros(5, 1, 32, device=DEVICE) for _ in range(2)]
-    assert_close(qkv_rope_to_cache(x, qkv_w, None, cos, sin, *caches, slots, 2, impl),
-                 qkv_rope_to_cache_ref(x, qkv_w, None, cos, sin, *[torch.zeros_like(c) for c in caches], slots, 2), FP32)
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "qwen2"])
-def test_model_with_triton_kernels_matches_reference(monkeypatch, arch):
-    """A 2-layer random model (4 query heads on 2 KV heads, hidden 72, intermediate 100; Qwen3's q/k
-    norms on strided heads, or Qwen2's q|k|v bias) through CausalLM with every kernel on triton, the
-    projections unfused and fused (gate/up with SiLU-and-mul, q|k|v with RoPE and the cache write: one
-    kernel each, a layer), against the reference path."""
-    import kernels.fused_ops.gate_up as gate_up
-    import kernels.fused_ops.qkv_rope as qkv_rope
+def test_model_with_triton_kernels_matches_reference():
+    """A 2-layer random Qwen3 (q/k norms on strided heads, 4 query heads on 2 KV heads, hidden 72,
+    intermediate 100) through CausalLM with every kernel on triton, against the reference path."""
     from engine.kv_cache import KVCache
     from engine.models.config import ModelConfig
     from engine.models.layers import RMSNorm, SiluAndMul
     from engine.models.transformer import Attention, AttentionMetadata, CausalLM
 
-    cfg = ModelConfig(architecture=arch, vocab_size=97, hidden_size=72, intermediate_size=100, num_layers=2,
+    cfg = ModelConfig(architecture="qwen3", vocab_size=97, hidden_size=72, intermediate_size=100, num_layers=2,
                       num_heads=4, num_kv_heads=2, head_dim=32, rms_norm_eps=1e-6, rope_theta=1e6,
-                      max_position_embeddings=64, qk_norm=arch == "qwen3", qkv_bias=arch == "qwen2")
+                      max_position_embeddings=64, qk_norm=True)
     torch.manual_seed(0)
     model = CausalLM(cfg).to(DEVICE)
     for m in model.modules():
         if isinstance(m, RMSNorm):
             m.weight.data.normal_(1.0, 0.2)
-        elif isinstance(m, torch.nn.Linear) and m.bias is not None:
-            m.bias.data.normal_(0.0, 0.5)
     ids = torch.randint(0, 97, (11,), generator=torch.Generator().manual_seed(1)).to(DEVICE)
-    calls = []
-    for module, name in ((gate_up, "gate_up_silu_triton"), (qkv_rope, "qkv_rope_to_cache_triton")):
-        monkeypatch.setattr(module, name, lambda *args, f=getattr(module, name), n=name: calls.append(n) or f(*args))
     logits = {}
-    for impl, fused in (("ref", "off"), ("triton", "off"), ("triton", "mlp"), ("triton", "qkv"), ("triton", "all")):
+    for impl in ("ref", "triton"):
         model.set_kernel_impl(impl)
-        model.set_fused_projections(fused)
         assert all(m.impl == impl for m in model.modules() if isinstance(m, (Attention, RMSNorm, SiluAndMul)))
         kv = KVCache(2, num_blocks=4, block_size=8, num_kv_heads=2, head_dim=32, dtype=FP32, device=DEVICE)
         slot_tables = kv.slot_tables([[2, 0]], 11, DEVICE)
         meta = AttentionMetadata(slot_mapping=slot_tables[0, :11], slot_tables=slot_tables,
                                  q_positions=torch.arange(11, device=DEVICE)[None], query_lens=[11], context_lens=[11])
         with torch.no_grad():
-            logits[impl, fused] = model.compute_logits(model(ids, torch.arange(11, device=DEVICE), meta, kv.layers))
-        assert_close(logits[impl, fused], logits["ref", "off"], FP32)
-    # gate/up fuses in "mlp" and "all"; q|k|v in "qkv" and "all", not with Qwen3's q/k norms between
-    mlp, qkv = ["gate_up_silu_triton"] * cfg.num_layers, ["qkv_rope_to_cache_triton"] * cfg.num_layers
-    assert calls == (mlp + mlp if arch == "qwen3" else mlp + qkv + [n for pair in zip(qkv, mlp) for n in pair])
+            logits[impl] = model.compute_logits(model(ids, torch.arange(11, device=DEVICE), meta, kv.layers))
+    assert_close(logits["triton"], logits["ref"], FP32)
