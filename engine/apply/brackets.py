@@ -4,9 +4,11 @@
 
 Where no grammar is loaded (Kotlin, Swift, PHP, Lua, ... or a grammar wheel that failed to
 install), validation counts these errors instead of the tree's (`validate.syntax_errors`): a
-merge that drops or doubles a `}` is refused, not reported valid. Lua's blocks are keywords
-(`function` ... `end`), paired the same way. Strings and comments are skipped with the
-language's comment syntax (`LanguageSpec`) and the quotes below; a string the lexer cannot close
+merge that drops or doubles a `}` is refused, not reported valid. Lua's and Ruby's blocks are
+keywords (`function` ... `end`, `def` ... `end`), paired the same way; in Ruby a word counts only
+where the language reads it as a block's (`_ruby_block_word`: not `x if y`, `obj.class`, `if:`,
+`def f = x`). Strings and comments are skipped with the language's comment syntax (`LanguageSpec`)
+and the quotes below (Ruby's heredocs and percent literals too); a string the lexer cannot close
 on its line ends there, so a stray apostrophe costs one line, not the file. Like the tree's
 count, the check compares the result with the original: errors the file already has are fine.
 """
@@ -22,7 +24,9 @@ from engine.apply.languages import language_spec
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
 # Languages whose blocks are keywords: each opener and the word that closes it (`elseif` and
 # `then` open nothing; `for ... do` and `while ... do` open at `do`).
-_KEYWORD_PAIRS = {"lua": {"function": "end", "do": "end", "if": "end", "repeat": "until"}}
+_KEYWORD_PAIRS = {"lua": {"function": "end", "do": "end", "if": "end", "repeat": "until"},
+                  "ruby": dict.fromkeys(("def", "class", "module", "if", "unless", "while", "until", "case", "begin",
+                                         "do", "for"), "end")}
 
 # Languages whose `'` delimits strings; elsewhere it is a character literal ('x', '\n') or not a
 # quote at all (Rust's lifetimes, prose in markup).
@@ -41,7 +45,21 @@ _MULTILINE = {
     "swift": ((_TRIPLE_DOUBLE, _TRIPLE_DOUBLE, True),),
     "toml": ((_TRIPLE_DOUBLE, _TRIPLE_DOUBLE, True), (_TRIPLE_SINGLE, _TRIPLE_SINGLE, False)),
     "lua": (("--[[", "]]", False), ("[[", "]]", False)),
+    "ruby": (("=begin", "=end", False),),
 }
+# Ruby: `if` `unless` `while` `until` open a block where a statement starts (else they modify the
+# statement before them: `return x if y`), after `=` `(` `[` `{` `,` `;` or `then` `else` `do` `begin`;
+# a loop's own `do` opens nothing; `def f = x` and `def f(a) = a` are whole (a setter `def f=(v)` is not).
+_RUBY_MODIFIERS = {"if", "unless", "while", "until"}
+_RUBY_STATEMENT_START = re.compile(r"(?:^|[=(\[{,;]|\b(?:then|else|do|begin))\s*$")
+_RUBY_LOOP = re.compile(r"\s*(?:while|until|for)\b")
+_RUBY_ENDLESS_DEF = re.compile(r"\s*(?:self\.)?[\w?!]+(?:\([^)\n]*\)\s*|\s+)=(?![=~>])")
+# A heredoc's opener (`<<~EOS`, `<<-SQL`, `<<'EOS'`): its text runs from the next line to the terminator's.
+_HEREDOC = re.compile(r"<<([~-]?)([\"'`]?)([A-Za-z_]\w*)\2")
+# A percent literal (`%w[a b]`, `%r!a|b!`, `%Q(...)`, `%(...)`) where an operand starts, not `a % b`:
+# skipped to its closing delimiter (a bracket's partner, nested; else the same character).
+_PERCENT = re.compile(r"(?<![\w)\]}])%[qQwWiIrsx]?([^\w\s=])")
+_PARTNER = {"(": ")", "[": "]", "{": "}", "<": ">"}
 # Where the check means nothing: prose, or a file of a language we do not know.
 _NOT_CODE = {"text"}
 
@@ -63,6 +81,8 @@ def _lexer(name: str) -> tuple[re.Pattern, dict[str, str], dict[str, tuple[str, 
     alternatives = [re.escape(t) for t in sorted(symbols, key=len, reverse=True)]
     if keywords:
         alternatives.insert(0, r"\b(?:" + "|".join(sorted({*keywords, *keywords.values()})) + r")\b")
+    if name == "ruby":
+        alternatives[:0] = [_HEREDOC.pattern, _PERCENT.pattern]
     return re.compile("|".join(alternatives)), {**_PAIRS, **keywords}, multiline
 
 
@@ -89,9 +109,30 @@ def errors(text: str, language: str | None) -> list[int]:
 
     stack: list[tuple[str, int]] = []  # (the closer awaited, the opener's row)
     found: list[int] = []
+    skip: list[tuple[int, int]] = []  # heredocs' text still ahead: (start, end), in order
     pos = 0
     while (m := pattern.search(text, pos)) is not None:
         token, pos = m.group(), m.end()
+        if skip and m.start() >= skip[0][0]:  # inside a heredoc's text
+            pos = skip.pop(0)[1]
+            continue
+        if token.startswith("%"):
+            end = _percent_end(text, pos, token[-1])
+            if end < 0:
+                found.append(row(m.start()))
+                break
+            pos = end
+            continue
+        if token.startswith("<<"):  # its text runs from the line after the opener's (whose rest is code)
+            body = skip[-1][1] if skip else line_end(pos)
+            end = _heredoc_end(text, body, m)
+            if end < 0:
+                found.append(row(m.start()))  # never ends: the rest of the file is inside it
+                break
+            skip.append((body, end))
+            continue
+        if spec.name == "ruby" and token.isalpha() and not _ruby_block_word(text, m, starts[row(m.start())]):
+            continue
         if token in multiline or token in block_comments:
             close, escapes = multiline.get(token) or (block_comments[token], False)
             end = _find_close(text, pos, close, escapes)
@@ -117,6 +158,51 @@ def errors(text: str, language: str | None) -> list[int]:
             quoted = _QUOTED[token].match(text, pos)
             pos = quoted.end() if quoted is not None else line_end(pos)
     return sorted(found + [r for _, r in stack])
+
+
+def _ruby_block_word(text: str, m: re.Match, line_start: int) -> bool:
+    """Whether Ruby reads the keyword `m` as a block's opener or its `end` (not a method, symbol,
+    hash key or variable of that name: `obj.class`, `:end`, `if:`, `end?`; not a modifier or a
+    loop's `do`; not an endless `def`)."""
+    word, start, end = m.group(), m.start(), m.end()
+    after = text[end:end + 2]
+    if text[start - 1:start] in (".", ":", "$", "@") or after[:1] in ("?", "!") \
+            or (after[:1] in ("=", ":") and after not in ("==", "::")):
+        return False
+    before = text[line_start:start]
+    if word in _RUBY_MODIFIERS:
+        return _RUBY_STATEMENT_START.search(before) is not None
+    if word == "do":
+        return _RUBY_LOOP.match(before) is None
+    if word == "def":
+        return _RUBY_ENDLESS_DEF.match(text, end) is None
+    return True
+
+
+def _percent_end(text: str, pos: int, opener: str) -> int:
+    """The end of a percent literal whose text starts at `pos`, or -1."""
+    closer, depth = _PARTNER.get(opener, opener), 0
+    while pos < len(text):
+        ch = text[pos]
+        if ch == "\\":
+            pos += 2
+            continue
+        if ch == closer and depth == 0:
+            return pos + 1
+        if closer != opener:
+            depth += (ch == opener) - (ch == closer)
+        pos += 1
+    return -1
+
+
+def _heredoc_end(text: str, body: int, m: re.Match) -> int:
+    """The end of the heredoc opened by `m` whose text starts after position `body` (a line's end):
+    the end of its terminator's line, or -1."""
+    indented, name = m.group(1) in ("~", "-"), m.group(3)
+    indent = r"[ \t]*" if indented else ""
+    terminator = re.compile(rf"^{indent}{re.escape(name)}[ \t]*$", re.M)
+    found = terminator.search(text, body + 1)
+    return -1 if found is None else found.end()
 
 
 def _find_close(text: str, pos: int, close: str, escapes: bool) -> int:

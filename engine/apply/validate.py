@@ -112,16 +112,27 @@ def validate(original: str, result, snippet: str | Snippet | None = None, langua
 
 
 def syntax_errors(text: str, language: str | None, compiler: bool = True) -> list[int] | None:
-    """0-based rows of the innermost ERROR and MISSING nodes in `text`. Where the grammar finds
-    none in Python, the row of CPython's syntax error, if any (`compiler`). Without a grammar,
-    the rows where brackets fail to pair (`brackets.errors`); None for prose.
+    """0-based rows of the innermost ERROR and MISSING nodes in `text`; without a grammar, the
+    rows where brackets fail to pair (`brackets.errors`); None for prose. Where those find none
+    in Python, the row of CPython's syntax error, if any (`compiler`).
 
     Innermost, because error recovery wraps a whole class in one ERROR node whose start says
     little; the nodes inside it sit where the syntax actually broke.
     """
     tree = parse_tree(text, language)
-    if tree is None:
-        return brackets.errors(text, language) if brackets.applies(language) else None
+    if tree is not None:
+        rows = _error_nodes(tree) + _stray_keywords(tree, language)
+    elif brackets.applies(language):
+        rows = brackets.errors(text, language)
+    else:
+        return None
+    if compiler and not rows and resolve_language(language) == "python" and (row := _python_error(text)) is not None:
+        rows.append(row)
+    return sorted(rows)
+
+
+def _error_nodes(tree) -> list[int]:
+    """Rows of the innermost ERROR and MISSING nodes of `tree`."""
     rows: list[int] = []
     stack = [tree.root_node] if tree.root_node.has_error else []
     while stack:
@@ -130,10 +141,7 @@ def syntax_errors(text: str, language: str | None, compiler: bool = True) -> lis
         if (node.is_error or node.is_missing) and not inner:
             rows.append(node.start_point[0])
         stack.extend(inner)
-    rows += _stray_keywords(tree, language)
-    if compiler and not rows and resolve_language(language) == "python" and (row := _python_error(text)) is not None:
-        rows.append(row)
-    return sorted(rows)
+    return rows
 
 
 def _stray_keywords(tree, language: str | None) -> list[int]:

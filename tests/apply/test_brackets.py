@@ -53,6 +53,47 @@ def test_lua_blocks_pair_by_keyword():
     assert brackets.errors("--[[ end\n]] s = [[ if\n]]\nrepeat x() until done\n", "lua") == []
 
 
+RUBY = """class Stack < Base
+  attr_reader :end, :class
+  def push(x)
+    return self if x.nil?
+    y = if x then 1 else 2 end
+    @items.each do |i|
+      log(i) unless i.end?
+    end
+    while busy? do
+      wait
+    end
+    begin
+      retry_once
+    end while failed?
+    self
+  end
+  def size = @items.size
+  def size=(n)
+    @n = n
+  end
+  def sql
+    query(<<~SQL, %w[a (b c])
+      select end from if
+    SQL
+  end
+end
+"""
+
+
+def test_ruby_blocks_pair_by_keyword():
+    """Only the words Ruby reads as a block's opener count: not a modifier (`return self if x`), a
+    loop's `do`, an endless `def`, a symbol or method named `end`, nor words in a heredoc or a
+    percent literal."""
+    assert brackets.errors(RUBY, "ruby") == []
+    doubled = RUBY.replace("  end\n  def size =", "  end\n  end\n  def size =")
+    assert brackets.errors(doubled, "ruby") == [26]  # the class closed early: its own `end` is the extra one
+    assert brackets.errors(RUBY.replace("      log(i) unless i.end?\n    end\n", "      log(i) unless i.end?\n"),
+                           "ruby") == [0]
+    assert brackets.errors("=begin\ndef if end\n=end\nh = { if: 1, end: 2 }\n", "ruby") == []
+
+
 def test_strings_over_several_lines():
     kotlin = 'val s = """\n  { not code\n"""\nfun f() {\n}\n'
     assert brackets.errors(kotlin, "kotlin") == []
@@ -102,6 +143,16 @@ def test_languages_without_a_grammar_are_never_silently_wrong():
     cases = [json.loads(line) for line in (DATA / "dev_langs.jsonl").open()]
     assert len(cases) == 128 and languages.parse_tree("func f() {}", "swift") is None
     assert languages.parse_tree("fun f() {}", "kotlin") is not None
+    assert not silently_wrong(cases)
+
+
+@pytest.mark.usefixtures("no_grammars")
+def test_ruby_without_its_grammar_is_never_silently_wrong():
+    """The dev sets' Ruby cases (67): before Ruby's blocks were paired by keyword, 8 of them
+    validated wrong without the grammar (an `end` doubled where a method's body ends)."""
+    cases = [c for name in ("dev_hard.jsonl", "dev_hard_train.jsonl", "dev_hard_train2.jsonl")
+             for line in (DATA / name).open() if (c := json.loads(line))["language"] == "ruby"]
+    assert len(cases) >= 60 and languages.parse_tree("def f; end", "ruby") is None
     assert not silently_wrong(cases)
 
 
