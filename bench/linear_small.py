@@ -39,7 +39,7 @@ def triton_linear(x, w, bias, block_n: int, block_k: int, warps: int, stages: in
     _linear_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, block_m))](
         x_ptr=x, w_ptr=w, bias_ptr=bias if bias is not None else w, out_ptr=out, M=M, N=N, K=K,
         stride_xm=x.stride(0), stride_wn=w.stride(0), stride_om=out.stride(0), HAS_BIAS=bias is not None,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, DOT_FP32=False, PRECISION=None,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, DOT_FP32=False, PRECISION=None, PDL=False,
         num_warps=warps, num_stages=stages)
     return out
 

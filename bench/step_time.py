@@ -291,6 +291,8 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
+    ap.add_argument("--pdl", nargs="+", default=["off"], choices=["off", "on"],
+                    help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
                     help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
     args = ap.parse_args(argv)
@@ -320,14 +322,14 @@ def run(args, tmp: Path) -> None:
         variants += [(f"ours, eager, {impl}", True, impl) for impl in args.attention]
     if not cuda:
         variants = [(f"ours, {impl}", True, impl) for impl in args.attention]
-    variants = [(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else ""),
-                 eager, impl, i8 == "on", pw == "on")
+    variants = [(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
+                 + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
                 for name, eager, impl in variants for i8 in args.int8_head
-                for pw in (args.packed_weights if not cuda else ["on"])]
-    for (name, eager, impl, int8_head, packed), verify in ((v, k) for v in variants for k in args.k):
+                for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
+    for (name, eager, impl, int8_head, packed, pdl), verify in ((v, k) for v in variants for k in args.k):
         eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
                                      max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
-                                     verify_tokens=verify))
+                                     pdl=pdl, verify_tokens=verify))
         first = verify == args.k[0]  # K=1, the kernel count and the profile: once per variant
         for ctx in args.contexts:
             for k in (1, verify) if first else (verify,):

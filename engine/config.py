@@ -94,6 +94,9 @@ class EngineConfig(EnvSettings):
     int8_head: bool = Field(False, description=(
         "int8 weight-only embeddings and lm_head, per-row scales (kernels/int8_linear; the Triton kernel on "
         "CUDA, the chunked reference elsewhere). Off: see README's config table for why"))
+    pdl: bool = Field(False, description=(
+        "CUDA sm_90+: our Triton kernels launched with programmatic dependent launch, each scheduled while the "
+        "kernel before it finishes and waiting for it on the GPU (kernels/pdl.py); off elsewhere"))
     seed: int = Field(0, description="default sampling seed")
     backend: Literal[BACKENDS] = Field("engine", description=(
         "which engine generates (engine/backends): engine (ours, in this process) or vllm (a `vllm serve`, for "

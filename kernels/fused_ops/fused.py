@@ -15,13 +15,17 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import pdl_options, release_next, wait_previous
+
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
 def _add_rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, N, eps,
                          stride_x, stride_r, stride_o, stride_ro,
-                         HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr):
+                         HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    wait_previous(PDL)
+    release_next(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -59,7 +63,7 @@ def add_rms_norm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: 
     _add_rms_norm_kernel[(M,)](
         x_ptr=x2, res_ptr=r2, w_ptr=weight, out_ptr=out, res_out_ptr=res_out, N=N, eps=eps,
         stride_x=x2.stride(0), stride_r=r2.stride(0), stride_o=out.stride(0), stride_ro=res_out.stride(0),
-        HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(N),
+        HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(N), **pdl_options(x),
     )
     if residual is None:
         return out.view(x.shape), x
@@ -67,7 +71,8 @@ def add_rms_norm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: 
 
 
 @triton.jit
-def _silu_and_mul_kernel(x_ptr, out_ptr, I, stride_x, stride_o, BLOCK: tl.constexpr):
+def _silu_and_mul_kernel(x_ptr, out_ptr, I, stride_x, stride_o, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    wait_previous(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < I
@@ -88,7 +93,7 @@ def silu_and_mul_triton(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
     out = torch.empty(M, I, dtype=x.dtype, device=x.device)
     block = min(block, triton.next_power_of_2(I))
     _silu_and_mul_kernel[(M, triton.cdiv(I, block))](
-        x_ptr=x2, out_ptr=out, I=I, stride_x=x2.stride(0), stride_o=out.stride(0), BLOCK=block,
+        x_ptr=x2, out_ptr=out, I=I, stride_x=x2.stride(0), stride_o=out.stride(0), BLOCK=block, **pdl_options(x),
     )
     return out.view(*x.shape[:-1], I)
 
@@ -131,7 +136,9 @@ def _rope_token(q_ptr, q_out_ptr, k_ptr, k_out_ptr, cos_ptr, sin_ptr, H, HKV, HA
 def _rotary_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, H, HKV, HALF,
                    stride_qt, stride_qh, stride_kt, stride_kh, stride_cs,
                    stride_qot, stride_qoh, stride_kot, stride_koh,
-                   BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
+                   BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr, PDL: tl.constexpr):
+    wait_previous(PDL)
+    release_next(PDL)
     t = tl.program_id(0).to(tl.int64)
     _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_out_ptr + t * stride_kot,
                 cos_ptr + t * stride_cs, sin_ptr + t * stride_cs, H, HKV, HALF, stride_qh, stride_qoh, stride_kh,
@@ -153,7 +160,7 @@ def rotary_triton(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
         stride_cs=cos.stride(0), stride_qot=q_out.stride(0), stride_qoh=q_out.stride(1),
         stride_kot=k_out.stride(0), stride_koh=k_out.stride(1),
         BLOCK_H=triton.next_power_of_2(H), BLOCK_HKV=triton.next_power_of_2(Hkv),
-        BLOCK_HALF=triton.next_power_of_2(D // 2),
+        BLOCK_HALF=triton.next_power_of_2(D // 2), **pdl_options(q),
     )
     return q_out, k_out
 
@@ -162,8 +169,11 @@ def rotary_triton(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
 def _rotary_to_cache_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, slot_ptr, q_out_ptr, k_cache_ptr, v_cache_ptr,
                             H, HKV, HALF, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_cs, stride_qot, stride_qoh, stride_ct, stride_ch,
-                            BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
+                            BLOCK_H: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr,
+                            PDL: tl.constexpr):
     """One token: rope(q) to q_out, rope(k) and v straight into the cache rows of its slot."""
+    wait_previous(PDL)
+    release_next(PDL)
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t).to(tl.int64)
     _rope_token(q_ptr + t * stride_qt, q_out_ptr + t * stride_qot, k_ptr + t * stride_kt, k_cache_ptr + slot * stride_ct,
@@ -198,6 +208,6 @@ def rotary_to_cache_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, co
         stride_vt=v.stride(0), stride_vh=v.stride(1), stride_cs=cos.stride(0),
         stride_qot=q_out.stride(0), stride_qoh=q_out.stride(1), stride_ct=k_cache.stride(0), stride_ch=k_cache.stride(1),
         BLOCK_H=triton.next_power_of_2(H), BLOCK_HKV=triton.next_power_of_2(Hkv),
-        BLOCK_HALF=triton.next_power_of_2(D // 2),
+        BLOCK_HALF=triton.next_power_of_2(D // 2), **pdl_options(q),
     )
     return q_out

@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import pdl_options, wait_previous
 from kernels.tiles import dot_options, dot_tile
 
 
@@ -20,7 +21,8 @@ from kernels.tiles import dot_options, dot_tile
 def _linear_int8_kernel(x_ptr, q_ptr, scale_ptr, out_ptr, M, N, K,
                         stride_xm, stride_qn, stride_om,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+                        DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
+    wait_previous(PDL)
     acc, rm, rn = dot_tile(x_ptr, q_ptr, M, N, K, stride_xm, stride_qn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     s = tl.load(scale_ptr + rn, mask=rn < N, other=0.0)
     acc = acc * s[None, :]
@@ -43,6 +45,6 @@ def linear_int8_triton(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor,
         x_ptr=x, q_ptr=q, scale_ptr=scale, out_ptr=out, M=M, N=N, K=K,
         stride_xm=x.stride(0), stride_qn=q.stride(0), stride_om=out.stride(0),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        **dot_options(x),
+        **dot_options(x), **pdl_options(x),
     )
     return out

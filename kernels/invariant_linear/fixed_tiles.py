@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import pdl_options, wait_previous
 from kernels.tiles import dot_options, dot_tile
 
 # One tile shape for every call. BLOCK_M = 16 is tl.dot's least, a verify block's rows; BLOCK_N = 32
@@ -26,7 +27,8 @@ NUM_WARPS, NUM_STAGES = 4, 3
 @triton.jit(do_not_specialize=["M"])
 def _linear_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+                   DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
+    wait_previous(PDL)
     acc, rm, rn = dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
@@ -48,7 +50,7 @@ def linear_fixed_tiles(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
             x_ptr=x2, w_ptr=weight, bias_ptr=bias if bias is not None else weight, out_ptr=out, M=M, N=N, K=K,
             stride_xm=x2.stride(0), stride_wn=weight.stride(0), stride_om=out.stride(0),
             HAS_BIAS=bias is not None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-            **dot_options(x),
+            **dot_options(x), **pdl_options(x),
             num_warps=NUM_WARPS, num_stages=NUM_STAGES,
         )
     return out.view(*x.shape[:-1], N)

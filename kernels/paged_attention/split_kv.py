@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 from kernels.paged_attention.ref import KEY_CHUNK
+from kernels.pdl import pdl_options, release_next, wait_previous
 from kernels.tiles import dot_options
 
 FORMATS = {"plain": 0, "fp8": 1, "int8": 2, "int4": 3}
@@ -107,8 +108,9 @@ def _attn_split(
     uniform_q_len, num_q_blocks, num_splits, scale_log2, window,
     G: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, FORMAT: tl.constexpr, VARLEN: tl.constexpr, HAS_WINDOW: tl.constexpr,
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
-    DOT_FP32: tl.constexpr, FIXED_SPLIT: tl.constexpr,
+    DOT_FP32: tl.constexpr, FIXED_SPLIT: tl.constexpr, PDL: tl.constexpr,
 ):
+    wait_previous(PDL)
     b = tl.program_id(0) // num_q_blocks
     qblock = tl.program_id(0) % num_q_blocks
     h = tl.program_id(1)
@@ -215,6 +217,7 @@ def _attn_split(
         acc0 = tl.dot(p, v0.to(DOT), acc0, input_precision=PRECISION)
         acc1 = tl.dot(p, v1.to(DOT), acc1, input_precision=PRECISION)
 
+    release_next(PDL)
     inv = 1.0 / tl.where(l > 0, l, 1.0)
     acc0 = acc0 * inv[:, None]
     acc1 = acc1 * inv[:, None]
@@ -232,9 +235,10 @@ def _attn_split(
 
 @triton.jit(do_not_specialize=["num_splits", "stride_ps", "stride_pt", "stride_ls", "stride_lt"])
 def _merge(OPART, LSE, O, num_splits, stride_ps, stride_pt, stride_ph, stride_ls, stride_lt, stride_ot, stride_oh,
-           D: tl.constexpr, SPLITS: tl.constexpr, ORDERED: tl.constexpr):
+           D: tl.constexpr, SPLITS: tl.constexpr, ORDERED: tl.constexpr, PDL: tl.constexpr):
     """out[t, h] = sum over splits of partial * 2^(lse - max lse), renormalized. ORDERED: the splits
     added one after another in split order, so empty splits past the query's keys change no bit."""
+    wait_previous(PDL)
     t = tl.program_id(0)
     h = tl.program_id(1)
     d = tl.arange(0, D)
@@ -375,7 +379,7 @@ def paged_attention_triton(
         window=sliding_window or 0,
         G=G, D=D, BS=block_size, FORMAT=fmt, VARLEN=query_starts is not None, HAS_WINDOW=sliding_window is not None,
         SPLIT=split, BLOCK_M=block_m, BLOCK_N=block_n,
-        **dot_options(q), FIXED_SPLIT=KEY_CHUNK if invariant else 0,
+        **dot_options(q), **pdl_options(q), FIXED_SPLIT=KEY_CHUNK if invariant else 0,
         num_warps=num_warps, num_stages=num_stages,
     )
     if split:
@@ -383,6 +387,6 @@ def paged_attention_triton(
             OPART=o_part, LSE=lse, O=out, num_splits=num_splits,
             stride_ps=o_part.stride(0), stride_pt=o_part.stride(1), stride_ph=o_part.stride(2),
             stride_ls=lse.stride(0), stride_lt=lse.stride(1), stride_ot=out.stride(0), stride_oh=out.stride(1),
-            D=D, SPLITS=triton.next_power_of_2(num_splits), ORDERED=invariant,
+            D=D, SPLITS=triton.next_power_of_2(num_splits), ORDERED=invariant, **pdl_options(q),
         )
     return out

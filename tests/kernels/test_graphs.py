@@ -10,7 +10,8 @@ import torch
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs run only on CUDA")
 
 
-def test_graph_steps_write_the_eager_steps_tokens_and_scores(tiny_model):
+@pytest.mark.parametrize("pdl", [False, True])
+def test_graph_steps_write_the_eager_steps_tokens_and_scores(tiny_model, pdl):
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
     from engine.types import Request, SamplingParams
@@ -20,7 +21,7 @@ def test_graph_steps_write_the_eager_steps_tokens_and_scores(tiny_model):
     outs = {}
     for eager in (True, False):
         eng = LLMEngine(EngineConfig(model=str(tiny_model), device="cuda", dtype="float32", max_model_len=256,
-                                     max_num_seqs=4, enforce_eager=eager))
+                                     max_num_seqs=4, enforce_eager=eager, pdl=pdl))
         assert (eng.runner.graphs is None) == eager
         seqs = [eng.add_request(Request(p, SamplingParams(max_tokens=40, ignore_eos=True),
                                         sources={"prediction": p[-30:] * 2}, drafter=d))
