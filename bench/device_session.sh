@@ -25,7 +25,7 @@
 # equal_default_inv's plain run (added since): those two first on the next lease, then the rest on an H200.
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
-# attention_prefill, linear_small, int8_gaps05, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
+# attention_prefill, linear_small, steps_fresh05, steps_fresh15, int8_gaps05, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -267,6 +267,11 @@ job() {
     applyK15) for k in 16 32 16 32; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
     # The defaults (K=64, 32 a sequence in a crowded step, graphs of 16, 32, ... up to K) against K=16.
+    # The step's switches each in its own process (a process the profiler has run in replays its graphs slower):
+    # plain, PDL, the int8 lm_head, both; in turn, twice; K=16 and 64 at 4k.
+    steps_fresh05|steps_fresh15) for i in 1 2; do for v in "" "--pdl on" "--int8-head on" "--pdl on --int8-head on"; do
+      $t 150 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b --contexts 4096 --no-hf --no-eager \
+      --no-checks --k 16 64 $v; done; done ;;
     # The 0.5B's step with the int8 lm_head (a Triton GEMM in the graph) off and on: its time between kernels by pair.
     int8_gaps05) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager \
       --no-checks --k 16 --int8-head off on --profile ;;

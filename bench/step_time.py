@@ -326,11 +326,15 @@ def run(args, tmp: Path) -> None:
                  + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
                 for name, eager, impl in variants for i8 in args.int8_head
                 for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
-    for (name, eager, impl, int8_head, packed, pdl), verify in ((v, k) for v in variants for k in args.k):
-        eng = LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
-                                     max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
-                                     pdl=pdl, verify_tokens=verify))
-        first = verify == args.k[0]  # K=1, the kernel count and the profile: once per variant
+    def build(eager: bool, impl: str, int8_head: bool, packed: bool, pdl: bool, verify: int) -> LLMEngine:
+        return LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
+                                      max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
+                                      pdl=pdl, verify_tokens=verify))
+
+    runs = [(v, k) for v in variants for k in args.k]
+    for (name, eager, *config), verify in runs:
+        eng = build(eager, *config, verify)
+        first = verify == args.k[0]  # K=1: once per variant
         for ctx in args.contexts:
             for k in (1, verify) if first else (verify,):
                 ms = engine_step_ms(eng, ctx, k, args.reps)
@@ -342,11 +346,20 @@ def run(args, tmp: Path) -> None:
                 rows.append([name + ", planned ahead", ctx, verify, ms, ms / floor_ms, verify / ms * 1000])
                 results["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
                 print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
-        if args.kernels and cuda and eager and first:
+        del eng
+        torch.cuda.empty_cache() if cuda else None
+    # The profiler after every timing: once it has traced CUDA kernels, this process's graph replays run
+    # with longer gaps between kernels (bench/HISTORY.md, "Profiled, then timed"), so a step timed after
+    # it reads long. For the same reason only the first variant's profile has its true wall and gaps.
+    for (name, eager, *config), verify in runs:
+        if not cuda or verify != args.k[0] or not ((args.kernels and eager) or args.profile):
+            continue
+        eng = build(eager, *config, verify)
+        if args.kernels and eager:
             counts = kernels_per_step(eng, args.contexts[0], verify)
             kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
             results.setdefault("kernels", {})[name] = counts
-        if args.profile and cuda and first:
+        if args.profile:
             prof, gaps = gpu_time_per_step(eng, args.contexts[0], verify)
             profile_rows.append([name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
                                  ", ".join(f"{n} {t:.0f}" for n, t in list(prof.items())[:8])])
@@ -354,7 +367,7 @@ def run(args, tmp: Path) -> None:
             results.setdefault("profile", {})[name] = prof
             results.setdefault("gaps", {})[name] = gaps
         del eng
-        torch.cuda.empty_cache() if cuda else None
+        torch.cuda.empty_cache()
     if not args.no_hf:
         import transformers
 
@@ -371,7 +384,8 @@ def run(args, tmp: Path) -> None:
         print(f"\nKernels per eager verify step (K={args.k[0]}, context {args.contexts[0]}; a graph replays the same):\n")
         print(table(["engine", "kernels", "most launched"], kernel_rows))
     if profile_rows:
-        print(f"\nGPU time per verify step, us (K={args.k[0]}, context {args.contexts[0]}; busy = kernels' sum, wall = step):\n")
+        print(f"\nGPU time per verify step, us (K={args.k[0]}, context {args.contexts[0]}; busy = kernels' sum, wall = step;"
+              " after the first row, wall and gaps are taken where the profiler has run: compare busy):\n")
         print(table(["engine", "wall", "busy", "by kernel family"], profile_rows))
         print("\nTime between kernels per verify step, us, by the kernels before and after (largest first):\n")
         print(table(["engine", "total", "by pair"], gap_rows))
