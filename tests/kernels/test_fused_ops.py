@@ -166,6 +166,18 @@ def test_dispatch(impl):
         assert_close(a, b, FP32)
 
 
+def test_pdl_stays_off_where_the_gpu_cannot_take_it(monkeypatch):
+    """EngineConfig.pdl on, the kernels on Triton's interpreter (no griddepcontrol there): they keep
+    their plain launches and results (kernels/pdl.py)."""
+    from kernels import pdl
+
+    monkeypatch.setattr(pdl, "_enabled", True)
+    x, r = randn(3, 64, dtype=FP32, seed=1), randn(3, 64, dtype=FP32, seed=2)
+    assert pdl.pdl_options(x) == {"PDL": False, "launch_pdl": False}
+    assert_close(add_rms_norm(x, r, randn(64, dtype=FP32, seed=3), 1e-6, "triton")[0],
+                 add_rms_norm_ref(x, r, randn(64, dtype=FP32, seed=3), 1e-6)[0], FP32)
+
+
 def test_model_with_triton_kernels_matches_reference():
     """A 2-layer random Qwen3 (q/k norms on strided heads, 4 query heads on 2 KV heads, hidden 72,
     intermediate 100) through CausalLM with every kernel on triton, against the reference path."""
