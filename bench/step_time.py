@@ -326,6 +326,7 @@ def run(args, tmp: Path) -> None:
                  + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
                 for name, eager, impl in variants for i8 in args.int8_head
                 for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
+
     def build(eager: bool, impl: str, int8_head: bool, packed: bool, pdl: bool, verify: int) -> LLMEngine:
         return LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
                                       max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
