@@ -349,9 +349,10 @@ def run(args, tmp: Path) -> None:
                 print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
         del eng
         torch.cuda.empty_cache() if cuda else None
-    # The profiler after every timing: once it has traced CUDA kernels, this process's graph replays run
-    # with longer gaps between kernels (bench/HISTORY.md, "Profiled, then timed"), so a step timed after
-    # it reads long. For the same reason only the first variant's profile has its true wall and gaps.
+    # The profiler after every timing: a step timed after another engine was profiled in this process
+    # read long, every gap between its kernels longer (bench/HISTORY.md, "Profiled, then timed"). Whether
+    # any earlier engine does it too is not separated: compare variants across processes (one a run).
+    # For the same reason only the first variant's profile has its true wall and gaps.
     for (name, eager, *config), verify in runs:
         if not cuda or verify != args.k[0] or not ((args.kernels and eager) or args.profile):
             continue
