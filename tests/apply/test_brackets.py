@@ -147,6 +147,14 @@ def test_languages_without_a_grammar_are_never_silently_wrong():
 
 
 @pytest.mark.usefixtures("no_grammars")
+def test_python_without_its_grammar_is_read_by_cpython():
+    """Brackets do not tell Python's blocks; without the tree, CPython's parser still finds a body
+    left out (the same fallback the tree has)."""
+    assert syntax_errors("def f():\n    return 1\n", "python") == []
+    assert syntax_errors("def f():\nreturn 1\n", "python") == [1]
+
+
+@pytest.mark.usefixtures("no_grammars")
 def test_ruby_without_its_grammar_is_never_silently_wrong():
     """The dev sets' Ruby cases (67): before Ruby's blocks were paired by keyword, 8 of them
     validated wrong without the grammar (an `end` doubled where a method's body ends)."""
