@@ -8,7 +8,7 @@ merge that drops or doubles a `}` is refused, not reported valid. Lua's and Ruby
 keywords (`function` ... `end`, `def` ... `end`), paired the same way; in Ruby a word counts only
 where the language reads it as a block's (`_ruby_block_word`: not `x if y`, `obj.class`, `if:`,
 `def f = x`). Strings and comments are skipped with the language's comment syntax (`LanguageSpec`)
-and the quotes below (Ruby's heredocs and percent literals too); a string the lexer cannot close
+and the quotes below (Ruby's heredocs, percent and regex literals too); a string the lexer cannot close
 on its line ends there, so a stray apostrophe costs one line, not the file. Like the tree's
 count, the check compares the result with the original: errors the file already has are fine.
 """
@@ -60,6 +60,11 @@ _HEREDOC = re.compile(r"<<([~-]?)([\"'`]?)([A-Za-z_]\w*)\2")
 # skipped to its closing delimiter (a bracket's partner, nested; else the same character).
 _PERCENT = re.compile(r"(?<![\w)\]}])%[qQwWiIrsx]?([^\w\s=])")
 _PARTNER = {"(": ")", "[": "]", "{": "}", "<": ">"}
+# A regex literal `/.../` starts where an operand does: after `(` `,` `=` `~` `!` `|` `&` `{` `[` `;`
+# `?` `:` or at a line's start, or after a word and a space when no space follows (`split /,/`; Ruby
+# reads `a / b` and `a/b` as division). It ends at the line's next unescaped `/` outside `[...]`.
+_REGEX_AFTER = re.compile(r"(?:^|[(,=~!|&{\[;?:])\s*$|\w\s+$")
+_REGEX_BODY = re.compile(r"(?:\\.|\[(?:\\.|[^\]\\\n])*\]|[^/\\\n\[])*/[a-z]*")
 # Where the check means nothing: prose, or a file of a language we do not know.
 _NOT_CODE = {"text"}
 
@@ -82,7 +87,7 @@ def _lexer(name: str) -> tuple[re.Pattern, dict[str, str], dict[str, tuple[str, 
     if keywords:
         alternatives.insert(0, r"\b(?:" + "|".join(sorted({*keywords, *keywords.values()})) + r")\b")
     if name == "ruby":
-        alternatives[:0] = [_HEREDOC.pattern, _PERCENT.pattern]
+        alternatives[:0] = [_HEREDOC.pattern, _PERCENT.pattern, "/", r"\$[^\w\s]"]  # `$"` `$/`: globals
     return re.compile("|".join(alternatives)), {**_PAIRS, **keywords}, multiline
 
 
@@ -115,6 +120,14 @@ def errors(text: str, language: str | None) -> list[int]:
         token, pos = m.group(), m.end()
         if skip and m.start() >= skip[0][0]:  # inside a heredoc's text
             pos = skip.pop(0)[1]
+            continue
+        if token[0] == "$":  # a Ruby global named by a quote or a bracket
+            continue
+        if token == "/":  # Ruby: a regex literal, or division
+            before = text[starts[row(m.start())]:m.start()]
+            if _REGEX_AFTER.search(before) and not text[pos:pos + 1].isspace() \
+                    and (body := _REGEX_BODY.match(text, pos)) is not None:
+                pos = body.end()
             continue
         if token.startswith("%"):
             end = _percent_end(text, pos, token[-1])

@@ -92,6 +92,17 @@ def test_ruby_blocks_pair_by_keyword():
     assert brackets.errors(RUBY.replace("      log(i) unless i.end?\n    end\n", "      log(i) unless i.end?\n"),
                            "ruby") == [0]
     assert brackets.errors("=begin\ndef if end\n=end\nh = { if: 1, end: 2 }\n", "ruby") == []
+    # Regex literals where an operand starts (division elsewhere), and globals named by punctuation.
+    assert brackets.errors('if s =~ /(a|#|\\[)/ then x.split(/[(]/) end\nq = a / b\ny = (c/d)\nz = $" + $/\n', "ruby") == []
+
+
+def test_the_dev_sets_ruby_reads_without_errors():
+    """Every Ruby file of the dev sets, before and after its commit (162), lexes with its blocks
+    paired: no error the file does not have (30 read with some before regex literals were read)."""
+    texts = [c[key] for name in ("dev_hard.jsonl", "dev_hard_train.jsonl", "dev_hard_train2.jsonl")
+             for line in (DATA / name).open() if (c := json.loads(line))["language"] == "ruby"
+             for key in ("original", "expected")]
+    assert len(texts) >= 120 and [t for t in texts if brackets.errors(t, "ruby")] == []
 
 
 def test_strings_over_several_lines():
