@@ -7,10 +7,11 @@ install), validation counts these errors instead of the tree's (`validate.syntax
 merge that drops or doubles a `}` is refused, not reported valid. Lua's and Ruby's blocks are
 keywords (`function` ... `end`, `def` ... `end`), paired the same way; in Ruby a word counts only
 where the language reads it as a block's (`_ruby_block_word`: not `x if y`, `obj.class`, `if:`,
-`def f = x`). Strings and comments are skipped with the language's comment syntax (`LanguageSpec`)
-and the quotes below (Ruby's heredocs, percent and regex literals too); a string the lexer cannot close
-on its line ends there, so a stray apostrophe costs one line, not the file. Like the tree's
-count, the check compares the result with the original: errors the file already has are fine.
+`def f = x`). Strings and comments are skipped with the language's comment syntax
+(`LanguageSpec`) and the quotes below (Ruby's heredocs, percent and regex literals too); a string
+the lexer cannot close on its line ends there, so a stray apostrophe costs one line, not the file.
+Like the tree's count, the check compares the result with the original: errors the file already
+has are fine.
 """
 
 from __future__ import annotations
