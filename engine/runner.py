@@ -26,7 +26,6 @@ from engine.models.transformer import AttentionMetadata
 from engine.sequence import Sequence
 from engine.speculative.heads import heads_max_rows
 from engine.tokenizer import Tokenizer
-from kernels import pdl
 from kernels.paged_attention import resolve_impl
 
 CPU_KV_BUDGET_BYTES = 1 << 30
@@ -65,7 +64,10 @@ class ModelRunner:
                           enable_prefix_caching=cfg.enable_prefix_caching, window_blocks=self._window_blocks())
         self.attention = resolve_impl(cfg.attention, self.device, mc.head_dim, cfg.kv_dtype)
         self.model.set_kernel_impl(self.attention)
-        pdl.set_enabled(cfg.pdl)  # before any graph is captured: the launches carry it
+        if self.device.type == "cuda":  # before any graph is captured: the launches carry it
+            from kernels import pdl  # imports Triton, whose interpreter is chosen before its first import
+
+            pdl.set_enabled(cfg.pdl)
         if cfg.rows_invariant:
             self.model.set_batch_invariant(True)
         if cfg.int8_head:
