@@ -16,6 +16,7 @@ import functools
 import importlib
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 
 C_BLOCK = ("/*", "*/")
@@ -134,7 +135,9 @@ def fence_tag_matches(tag: str, language: str | None) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def grammar(name: str):
-    """The `tree_sitter.Language` for `name`, or None (no grammar, or its wheel is not installed)."""
+    """The `tree_sitter.Language` for `name`, or None (no grammar, or its wheel is not installed).
+    A grammar the package pins that does not load (a broken install, a wheel built for another
+    tree-sitter) is said, once: its merges are then checked lexically (brackets.py), which is weaker."""
     spec = language_spec(name)
     if spec.grammar is None:
         return None
@@ -144,7 +147,9 @@ def grammar(name: str):
 
         module = importlib.import_module(module_name)
         return Language(getattr(module, function_name)())
-    except (ImportError, AttributeError, ValueError):
+    except (ImportError, AttributeError, ValueError) as exc:
+        warnings.warn(f"the {spec.name} grammar ({module_name}) did not load ({exc}); {spec.name} merges are "
+                      "checked lexically only: reinstall editapply's dependencies", RuntimeWarning, stacklevel=2)
         return None
 
 

@@ -157,6 +157,27 @@ def test_languages_without_a_grammar_are_never_silently_wrong():
     assert not silently_wrong(cases)
 
 
+def test_a_pinned_grammar_that_does_not_load_is_said(monkeypatch):
+    """A grammar wheel that fails to import (a broken install) leaves the language to the lexical
+    check; the user is told, not left with a weaker check in silence."""
+    real = languages.importlib.import_module
+
+    def broken(name, *args):
+        if name == "tree_sitter_ruby":
+            raise ImportError("no module named tree_sitter_ruby")
+        return real(name, *args)
+
+    monkeypatch.setattr(languages.importlib, "import_module", broken)
+    languages.grammar.cache_clear()  # grammars are cached once per process
+    try:
+        with pytest.warns(RuntimeWarning, match="ruby grammar .* did not load"):
+            assert languages.grammar("ruby") is None
+    finally:
+        monkeypatch.undo()
+        languages.grammar.cache_clear()
+    assert languages.grammar("ruby") is not None
+
+
 @pytest.mark.usefixtures("no_grammars")
 def test_python_without_its_grammar_is_read_by_cpython():
     """Brackets do not tell Python's blocks; without the tree, CPython's parser still finds a body
