@@ -5,12 +5,14 @@ running, so its launch overlaps that kernel's tail; a CUDA graph keeps the launc
 edge. Every Triton kernel here calls `wait_previous(PDL)` before it touches memory another kernel
 writes: griddepcontrol.wait, which blocks until the kernel before has completed and its writes are
 visible, so no load or store of activations, caches or outputs moves before that kernel's end.
-Some call `release_next(PDL)` (griddepcontrol.launch_dependents), which lets the next PDL kernel be
-scheduled before they end (it too waits before touching memory). A kernel launched without PDL (cuBLAS,
-torch's) waits for ours to complete, as always.
+Some call `release_next(PDL)` (griddepcontrol.launch_dependents), which lets the next PDL kernel
+be scheduled before they end (it too waits before touching memory). A kernel launched without PDL
+(cuBLAS, torch's) waits for ours to complete, as always.
 
-Off unless `set_enabled(True)` (EngineConfig.pdl, set by the runner before any graph is
+Off unless `set_enabled(True)` (EngineConfig.pdl, set by the runner on CUDA before any graph is
 captured), and never on an older GPU or under Triton's interpreter, which lacks the instructions.
+Like the kernel modules that import it, this module is imported only where a kernel or a CUDA
+engine needs it: its JIT helpers take Triton's mode (interpreter or not) when first imported.
 """
 
 from __future__ import annotations
