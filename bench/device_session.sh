@@ -25,7 +25,7 @@
 # equal_default_inv rag_default (then pull15: apply15_default), on an H200 when one is lent.
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
-# attention_prefill, linear_small, steps_fresh05, steps_fresh15, int8_gaps05, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
+# attention_prefill, linear_small, steps_fresh05, steps_fresh15, apply05_switches, concurrency_switches, int8_gaps05, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -272,6 +272,13 @@ job() {
     steps_fresh05|steps_fresh15) for i in 1 2; do for v in "" "--pdl on" "--int8-head on" "--pdl on --int8-head on"; do
       $t 150 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b --contexts 4096 --no-hf --no-eager \
       --no-checks --k 16 64 $v; done; done ;;
+    # The 0.5B's default apply run with PDL and the int8 lm_head both off and both on, one process each, in turn, twice.
+    apply05_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.spec_decode \
+      --limit 0 --no-hf --no-vllm --plot $RES/apply05_sw$v --configs "lookup K=64 +prediction" \
+      && cp $RES/spec_decode_cuda.json $RES/apply05_sw${v}_$(date +%s).json; done ;;
+    # 64 requests at the default, the two switches both off and both on, the same way.
+    concurrency_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.concurrency \
+      --levels 64 --cases 0 --modes "lookup K=64 +prediction" && cp $RES/concurrency_cuda.json $RES/concurrency_sw${v}_$(date +%s).json; done ;;
     # The 0.5B's step with the int8 lm_head (a Triton GEMM in the graph) off and on: its time between kernels by pair.
     int8_gaps05) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-0.5b --contexts 4096 --no-hf --no-eager \
       --no-checks --k 16 --int8-head off on --profile ;;
