@@ -20,9 +20,8 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Next lease, first: steps_fresh05 steps_fresh15 (PDL and the int8 head, each in its own process; no model needed).
-# If they pay, turn them on and rerun issue 35's batch: stepsK64 apply05_default concurrency_default_ab
-# equal_default_inv rag_default (then pull15: apply15_default), on an H200 when one is lent.
+# Issue 35's batch, on an H200 when one is lent: stepsK64 pull05 apply05_default concurrency_default_ab
+# equal_default_inv rag_default (then pull15: apply15_default).
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
 # attention_prefill, linear_small, steps_fresh05, steps_fresh15, apply05_switches, concurrency_switches, int8_gaps05, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
