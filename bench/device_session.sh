@@ -266,11 +266,9 @@ job() {
     applyK15) for k in 16 32 16 32; do EDITAPPLY_VERIFY_TOKENS=$k $t 200 python3 -m bench.drafters --limit 60 \
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
     # The defaults (K=64, 32 a sequence in a crowded step, graphs of 16, 32, ... up to K) against K=16.
-    # The step's switches each in its own process (a process the profiler has run in replays its graphs slower):
-    # plain, PDL, the int8 lm_head, both; in turn, twice; K=16 and 64 at 4k.
-    steps_fresh05|steps_fresh15) for i in 1 2; do for v in "" "--pdl on" "--int8-head on" "--pdl on --int8-head on"; do
-      $t 150 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b --contexts 4096 --no-hf --no-eager \
-      --no-checks --k 16 64 $v; done; done ;;
+    # The step's switches (each variant in its own process): plain, PDL, the int8 lm_head, both; twice; K=16 and 64 at 4k.
+    steps_fresh05|steps_fresh15) for i in 1 2; do $t 400 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b \
+      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --pdl off on --int8-head off on; done ;;
     # The 0.5B's default apply run with PDL and the int8 lm_head both off and both on, one process each, in turn, twice.
     apply05_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.spec_decode \
       --limit 0 --no-hf --no-vllm --plot $RES/apply05_sw$v --configs "lookup K=64 +prediction" \

@@ -8,6 +8,10 @@ ahead": launched as soon as the step before is read back, its inputs staged mean
 engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
 
+Each variant (graphs or eager, attention, int8 head, PDL, packed weights) is timed, then profiled,
+in a fresh process of its own, on the same random weights: a step timed after another engine ran
+in the process reads slow (bench/HISTORY.md, "Profiled, then timed"). `--one-process` for all in one.
+
 `--beside SHAPE`: a draft model of SHAPE (random weights too) writing n tokens on its own stream
 while the target's K=16 step runs, as the hybrid drafter drafts ahead (engine/speculative/hybrid.py):
 the target's step alone, the draft's n tokens alone, and both launched together.
@@ -20,10 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -36,6 +44,10 @@ SHAPES = {
     "qwen2.5-coder-1.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=1536, intermediate_size=8960,
                                num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
                                max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=True),
+    # Tests only: the same layout at a size a CPU test runs in seconds.
+    "qwen2-tiny": dict(model_type="qwen2", vocab_size=512, hidden_size=64, intermediate_size=128,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       max_position_embeddings=2048, rope_theta=1e6, tie_word_embeddings=True),
     "qwen2.5-coder-7b": dict(model_type="qwen2", vocab_size=152064, hidden_size=3584, intermediate_size=18944,
                              num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
                              max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=False),
@@ -273,6 +285,7 @@ def check_graphs_match_eager(folder: Path, device: str, attention: str = "auto")
 
 
 def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b", choices=sorted(SHAPES))
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 4096, 8192])
@@ -295,15 +308,102 @@ def main(argv=None) -> None:
                     help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
                     help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
+    ap.add_argument("--one-process", action="store_true", help="time every variant in this process (each has "
+                    "its own by default: a step timed after another engine ran in the process reads slow)")
+    ap.add_argument("--variant", type=int, help=argparse.SUPPRESS)  # a child's: its variant, weights and result file
+    ap.add_argument("--weights", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.variant is not None:
+        return measure_child(args)
     with tempfile.TemporaryDirectory(prefix="step_time-") as tmp:  # the random weights: GBs, gone after the run
-        run(args, Path(tmp))
+        run(args, argv, Path(tmp))
 
 
-def run(args, tmp: Path) -> None:
+class Variant(NamedTuple):
+    """One engine configuration to time: its row label and the EngineConfig fields it sets."""
+    name: str
+    eager: bool
+    impl: str
+    int8_head: bool
+    packed: bool
+    pdl: bool
+
+
+def variants_of(args, cuda: bool) -> list[Variant]:
+    bases = [(f"ours, CUDA graphs, {impl}", False, impl) for impl in args.attention]
+    if not args.no_eager:
+        bases += [(f"ours, eager, {impl}", True, impl) for impl in args.attention]
+    if not cuda:
+        bases = [(f"ours, {impl}", True, impl) for impl in args.attention]
+    return [Variant(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
+                    + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
+            for name, eager, impl in bases for i8 in args.int8_head
+            for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
+
+
+def measure(args, folder: Path, variant: Variant) -> dict:
+    """One variant's timings (an engine per verify block K, K=1 with the first), then its kernel
+    counts and profile if asked: {"steps": [{engine, context, k, ms}], "kernels", "profile", "gaps"}."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
 
+    cuda = torch.cuda.is_available()
+    name, eager = variant.name, variant.eager
+
+    def build(verify: int) -> LLMEngine:
+        return LLMEngine(EngineConfig(
+            model=str(folder), device="cuda" if cuda else "cpu", enforce_eager=eager,
+            max_model_len=max(args.contexts) + 64, max_num_seqs=1, attention=variant.impl,
+            int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, verify_tokens=verify))
+
+    out: dict = {"pid": os.getpid(), "steps": []}
+    for verify in args.k:
+        eng = build(verify)
+        for ctx in args.contexts:
+            for k in (1, verify) if verify == args.k[0] else (verify,):
+                ms = engine_step_ms(eng, ctx, k, args.reps)
+                out["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
+                print(f"  {name}, context {ctx}, K={k}: {ms:.3f} ms", flush=True)  # the table comes at the end
+            if cuda and not eager:
+                ms = pipelined_step_ms(eng, ctx, verify, args.reps)
+                out["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
+                print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
+        del eng
+        torch.cuda.empty_cache() if cuda else None
+    # The profiler after every timing of the process: a step timed after another engine was profiled
+    # read long, every gap between its kernels longer (bench/HISTORY.md, "Profiled, then timed").
+    if cuda and ((args.kernels and eager) or args.profile):
+        eng = build(args.k[0])
+        if args.kernels and eager:
+            out["kernels"] = kernels_per_step(eng, args.contexts[0], args.k[0])
+        if args.profile:
+            out["profile"], out["gaps"] = gpu_time_per_step(eng, args.contexts[0], args.k[0])
+        del eng
+        torch.cuda.empty_cache()
+    return out
+
+
+def measure_child(args) -> None:
+    """A child process's part: one variant of the parent's, on the parent's weights, into a file."""
+    cuda = torch.cuda.is_available()
+    args.part.write_text(json.dumps(measure(args, args.weights, variants_of(args, cuda)[args.variant])))
+
+
+def measure_apart(args, argv: list[str], folder: Path, tmp: Path, count: int) -> list[dict]:
+    """Each variant measured in a fresh process, one after another: a step timed after another
+    engine ran (and was profiled) in the same process reads slow (bench/HISTORY.md, "Profiled,
+    then timed"), so variants timed together in one process do not compare."""
+    parts = []
+    for i in range(count):
+        part = tmp / f"variant{i}.json"
+        subprocess.run([sys.executable, "-m", "bench.step_time", *argv, "--variant", str(i),
+                        "--weights", str(folder), "--part", str(part)], check=True, cwd=Path(__file__).parents[1])
+        parts.append(json.loads(part.read_text()))
+    return parts
+
+
+def run(args, argv: list[str], tmp: Path) -> None:
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if cuda else torch.float32
     device = "cuda" if cuda else "cpu"
@@ -314,62 +414,28 @@ def run(args, tmp: Path) -> None:
         return beside(args, folder, tmp / "draft", device, dtype)
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
     print(f"checks: {json.dumps(checks)}", flush=True)
-    rows, kernel_rows, profile_rows, gap_rows = [], [], [], []
-    results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "steps": []}
-    max_len = max(args.contexts) + 64
-    variants = [(f"ours, CUDA graphs, {impl}", False, impl) for impl in args.attention]
-    if not args.no_eager:
-        variants += [(f"ours, eager, {impl}", True, impl) for impl in args.attention]
-    if not cuda:
-        variants = [(f"ours, {impl}", True, impl) for impl in args.attention]
-    variants = [(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
-                 + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
-                for name, eager, impl in variants for i8 in args.int8_head
-                for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
-
-    def build(eager: bool, impl: str, int8_head: bool, packed: bool, pdl: bool, verify: int) -> LLMEngine:
-        return LLMEngine(EngineConfig(model=str(folder), device=device, enforce_eager=eager, max_model_len=max_len,
-                                      max_num_seqs=1, attention=impl, int8_head=int8_head, packed_weights=packed,
-                                      pdl=pdl, verify_tokens=verify))
-
-    runs = [(v, k) for v in variants for k in args.k]
-    for (name, eager, *config), verify in runs:
-        eng = build(eager, *config, verify)
-        first = verify == args.k[0]  # K=1: once per variant
-        for ctx in args.contexts:
-            for k in (1, verify) if first else (verify,):
-                ms = engine_step_ms(eng, ctx, k, args.reps)
-                rows.append([name, ctx, k, ms, ms / floor_ms, k / ms * 1000])
-                results["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
-                print(f"  {name}, context {ctx}, K={k}: {ms:.3f} ms", flush=True)  # the table comes at the end
-            if cuda and not eager:
-                ms = pipelined_step_ms(eng, ctx, verify, args.reps)
-                rows.append([name + ", planned ahead", ctx, verify, ms, ms / floor_ms, verify / ms * 1000])
-                results["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
-                print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
-        del eng
-        torch.cuda.empty_cache() if cuda else None
-    # The profiler after every timing: a step timed after another engine was profiled in this process
-    # read long, every gap between its kernels longer (bench/HISTORY.md, "Profiled, then timed"). Whether
-    # any earlier engine does it too is not separated: compare variants across processes (one a run).
-    # For the same reason only the first variant's profile has its true wall and gaps.
-    for (name, eager, *config), verify in runs:
-        if not cuda or verify != args.k[0] or not ((args.kernels and eager) or args.profile):
-            continue
-        eng = build(eager, *config, verify)
-        if args.kernels and eager:
-            counts = kernels_per_step(eng, args.contexts[0], verify)
-            kernel_rows.append([name, sum(counts.values()), ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
-            results.setdefault("kernels", {})[name] = counts
-        if args.profile:
-            prof, gaps = gpu_time_per_step(eng, args.contexts[0], verify)
-            profile_rows.append([name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
+    variants = variants_of(args, cuda)
+    apart = len(variants) > 1 and not args.one_process
+    parts = measure_apart(args, argv, folder, tmp, len(variants)) if apart else [measure(args, folder, v) for v in variants]
+    results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "one_process": not apart,
+               "steps": [step | {"pid": part["pid"]} for part in parts for step in part["steps"]]}
+    rows = [[st["engine"], st["context"], st["k"], st["ms"], st["ms"] / floor_ms, st["k"] / st["ms"] * 1000]
+            for st in results["steps"]]
+    kernel_rows, profile_rows, gap_rows = [], [], []
+    for variant, part in zip(variants, parts):
+        if "kernels" in part:
+            counts = part["kernels"]
+            kernel_rows.append([variant.name, sum(counts.values()),
+                                ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
+            results.setdefault("kernels", {})[variant.name] = counts
+        if "profile" in part:
+            prof, gaps = part["profile"], part["gaps"]
+            profile_rows.append([variant.name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
                                  ", ".join(f"{n} {t:.0f}" for n, t in list(prof.items())[:8])])
-            gap_rows.append([name, f"{sum(gaps.values()):.0f}", ", ".join(f"{n} {t:.0f}" for n, t in list(gaps.items())[:8])])
-            results.setdefault("profile", {})[name] = prof
-            results.setdefault("gaps", {})[name] = gaps
-        del eng
-        torch.cuda.empty_cache()
+            gap_rows.append([variant.name, f"{sum(gaps.values()):.0f}",
+                             ", ".join(f"{n} {t:.0f}" for n, t in list(gaps.items())[:8])])
+            results.setdefault("profile", {})[variant.name] = prof
+            results.setdefault("gaps", {})[variant.name] = gaps
     if not args.no_hf:
         import transformers
 
@@ -380,14 +446,16 @@ def run(args, tmp: Path) -> None:
                 rows.append(["transformers eager", ctx, k, ms, ms / floor_ms, k / ms * 1000])
                 results["steps"].append({"engine": "transformers", "context": ctx, "k": k, "ms": ms})
     print(header(f"Step time, {args.shape} shape, random weights, {dtype}"))
-    print(f"weights {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at 4.3 TB/s; checks: {json.dumps(checks)}\n")
+    print(f"weights {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at 4.3 TB/s; checks: {json.dumps(checks)}; "
+          + ("each variant in its own process\n" if apart else "one process\n"))
     print(table(["engine", "context", "K", "ms/step", "x floor", "tokens/s if all K accepted"], rows))
     if kernel_rows:
         print(f"\nKernels per eager verify step (K={args.k[0]}, context {args.contexts[0]}; a graph replays the same):\n")
         print(table(["engine", "kernels", "most launched"], kernel_rows))
     if profile_rows:
-        print(f"\nGPU time per verify step, us (K={args.k[0]}, context {args.contexts[0]}; busy = kernels' sum, wall = step;"
-              " after the first row, wall and gaps are taken where the profiler has run: compare busy):\n")
+        print(f"\nGPU time per verify step, us (K={args.k[0]}, context {args.contexts[0]}; busy = kernels' sum, wall = step"
+              + (")" if apart or len(profile_rows) == 1 else "; after the first row, wall and gaps are taken where the "
+                 "profiler has run: compare busy)") + ":\n")
         print(table(["engine", "wall", "busy", "by kernel family"], profile_rows))
         print("\nTime between kernels per verify step, us, by the kernels before and after (largest first):\n")
         print(table(["engine", "total", "by pair"], gap_rows))
