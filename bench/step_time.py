@@ -8,9 +8,10 @@ ahead": launched as soon as the step before is read back, its inputs staged mean
 engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
 
-Each variant (graphs or eager, attention, int8 head, PDL, packed weights) is timed, then profiled,
-in a fresh process of its own, on the same random weights: a step timed after another engine ran
-in the process reads slow (bench/HISTORY.md, "Profiled, then timed"). `--one-process` for all in one.
+Each engine (a variant -- graphs or eager, attention, int8 head, PDL, packed weights -- at one
+verify block of --k) is timed, then profiled, in a fresh process of its own, on the same random
+weights: a step timed after another engine ran in the process reads slow (bench/HISTORY.md,
+"Profiled, then timed"). `--one-process` for all in one.
 
 `--beside SHAPE`: a draft model of SHAPE (random weights too) writing n tokens on its own stream
 while the target's K=16 step runs, as the hybrid drafter drafts ahead (engine/speculative/hybrid.py):
@@ -308,13 +309,13 @@ def main(argv=None) -> None:
                     help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
                     help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
-    ap.add_argument("--one-process", action="store_true", help="time every variant in this process (each has "
+    ap.add_argument("--one-process", action="store_true", help="time every engine in this process (each has "
                     "its own by default: a step timed after another engine ran in the process reads slow)")
-    ap.add_argument("--variant", type=int, help=argparse.SUPPRESS)  # a child's: its variant, weights and result file
+    ap.add_argument("--run", type=int, help=argparse.SUPPRESS)  # a child's: its run, weights and result file
     ap.add_argument("--weights", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.variant is not None:
+    if args.run is not None:
         return measure_child(args)
     with tempfile.TemporaryDirectory(prefix="step_time-") as tmp:  # the random weights: GBs, gone after the run
         run(args, argv, Path(tmp))
@@ -342,62 +343,58 @@ def variants_of(args, cuda: bool) -> list[Variant]:
             for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
 
 
-def measure(args, folder: Path, variant: Variant) -> dict:
-    """One variant's timings (an engine per verify block K, K=1 with the first), then its kernel
-    counts and profile if asked: {"steps": [{engine, context, k, ms}], "kernels", "profile", "gaps"}."""
+def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
+    """One variant's timings with verify blocks of `verify` (and K=1 where it is the first of
+    --k), then, for the first, its kernel counts and profile if asked: {"pid", "steps": [{engine,
+    context, k, ms}], "kernels", "profile", "gaps"}."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
 
     cuda = torch.cuda.is_available()
-    name, eager = variant.name, variant.eager
-
-    def build(verify: int) -> LLMEngine:
-        return LLMEngine(EngineConfig(
-            model=str(folder), device="cuda" if cuda else "cpu", enforce_eager=eager,
-            max_model_len=max(args.contexts) + 64, max_num_seqs=1, attention=variant.impl,
-            int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, verify_tokens=verify))
-
+    name, eager, first = variant.name, variant.eager, verify == args.k[0]
+    eng = LLMEngine(EngineConfig(
+        model=str(folder), device="cuda" if cuda else "cpu", enforce_eager=eager,
+        max_model_len=max(args.contexts) + 64, max_num_seqs=1, attention=variant.impl,
+        int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, verify_tokens=verify))
     out: dict = {"pid": os.getpid(), "steps": []}
-    for verify in args.k:
-        eng = build(verify)
-        for ctx in args.contexts:
-            for k in (1, verify) if verify == args.k[0] else (verify,):
-                ms = engine_step_ms(eng, ctx, k, args.reps)
-                out["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
-                print(f"  {name}, context {ctx}, K={k}: {ms:.3f} ms", flush=True)  # the table comes at the end
-            if cuda and not eager:
-                ms = pipelined_step_ms(eng, ctx, verify, args.reps)
-                out["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
-                print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
-        del eng
-        torch.cuda.empty_cache() if cuda else None
-    # The profiler after every timing of the process: a step timed after another engine was profiled
+    for ctx in args.contexts:
+        for k in (1, verify) if first else (verify,):
+            ms = engine_step_ms(eng, ctx, k, args.reps)
+            out["steps"].append({"engine": name, "context": ctx, "k": k, "ms": ms})
+            print(f"  {name}, context {ctx}, K={k}: {ms:.3f} ms", flush=True)  # the table comes at the end
+        if cuda and not eager:
+            ms = pipelined_step_ms(eng, ctx, verify, args.reps)
+            out["steps"].append({"engine": name + ", planned ahead", "context": ctx, "k": verify, "ms": ms})
+            print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
+    # The profiler after the timings: a step timed after another engine was profiled in the process
     # read long, every gap between its kernels longer (bench/HISTORY.md, "Profiled, then timed").
-    if cuda and ((args.kernels and eager) or args.profile):
-        eng = build(args.k[0])
-        if args.kernels and eager:
-            out["kernels"] = kernels_per_step(eng, args.contexts[0], args.k[0])
-        if args.profile:
-            out["profile"], out["gaps"] = gpu_time_per_step(eng, args.contexts[0], args.k[0])
-        del eng
-        torch.cuda.empty_cache()
+    if cuda and first and args.kernels and eager:
+        out["kernels"] = kernels_per_step(eng, args.contexts[0], verify)
+    if cuda and first and args.profile:
+        out["profile"], out["gaps"] = gpu_time_per_step(eng, args.contexts[0], verify)
     return out
 
 
+def runs_of(args, cuda: bool) -> list[tuple[Variant, int]]:
+    """What is timed, one engine each: every variant at every verify block of --k."""
+    return [(variant, verify) for variant in variants_of(args, cuda) for verify in args.k]
+
+
 def measure_child(args) -> None:
-    """A child process's part: one variant of the parent's, on the parent's weights, into a file."""
-    cuda = torch.cuda.is_available()
-    args.part.write_text(json.dumps(measure(args, args.weights, variants_of(args, cuda)[args.variant])))
+    """A child process's part: one run of the parent's (`--run` indexes runs_of), on the
+    parent's weights, into the file `--part`."""
+    variant, verify = runs_of(args, torch.cuda.is_available())[args.run]
+    args.part.write_text(json.dumps(measure(args, args.weights, variant, verify)))
 
 
-def measure_apart(args, argv: list[str], folder: Path, tmp: Path, count: int) -> list[dict]:
-    """Each variant measured in a fresh process, one after another: a step timed after another
-    engine ran (and was profiled) in the same process reads slow (bench/HISTORY.md, "Profiled,
-    then timed"), so variants timed together in one process do not compare."""
+def measure_apart(argv: list[str], folder: Path, tmp: Path, count: int) -> list[dict]:
+    """Each run measured in a fresh process, one after another: a step timed after another engine
+    ran (and was profiled) in the same process reads slow (bench/HISTORY.md, "Profiled, then
+    timed"), so engines timed together in one process do not compare."""
     parts = []
     for i in range(count):
-        part = tmp / f"variant{i}.json"
-        subprocess.run([sys.executable, "-m", "bench.step_time", *argv, "--variant", str(i),
+        part = tmp / f"run{i}.json"
+        subprocess.run([sys.executable, "-m", "bench.step_time", *argv, "--run", str(i),
                         "--weights", str(folder), "--part", str(part)], check=True, cwd=Path(__file__).parents[1])
         parts.append(json.loads(part.read_text()))
     return parts
@@ -414,15 +411,15 @@ def run(args, argv: list[str], tmp: Path) -> None:
         return beside(args, folder, tmp / "draft", device, dtype)
     checks = {impl: check_graphs_match_eager(folder, device, impl) for impl in args.attention} if cuda and not args.no_checks else {}
     print(f"checks: {json.dumps(checks)}", flush=True)
-    variants = variants_of(args, cuda)
-    apart = len(variants) > 1 and not args.one_process
-    parts = measure_apart(args, argv, folder, tmp, len(variants)) if apart else [measure(args, folder, v) for v in variants]
+    runs = runs_of(args, cuda)
+    apart = len(runs) > 1 and not args.one_process
+    parts = measure_apart(argv, folder, tmp, len(runs)) if apart else [measure(args, folder, *run) for run in runs]
     results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "one_process": not apart,
                "steps": [step | {"pid": part["pid"]} for part in parts for step in part["steps"]]}
     rows = [[st["engine"], st["context"], st["k"], st["ms"], st["ms"] / floor_ms, st["k"] / st["ms"] * 1000]
             for st in results["steps"]]
     kernel_rows, profile_rows, gap_rows = [], [], []
-    for variant, part in zip(variants, parts):
+    for (variant, _), part in zip(runs, parts):
         if "kernels" in part:
             counts = part["kernels"]
             kernel_rows.append([variant.name, sum(counts.values()),
@@ -447,7 +444,7 @@ def run(args, argv: list[str], tmp: Path) -> None:
                 results["steps"].append({"engine": "transformers", "context": ctx, "k": k, "ms": ms})
     print(header(f"Step time, {args.shape} shape, random weights, {dtype}"))
     print(f"weights {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at 4.3 TB/s; checks: {json.dumps(checks)}; "
-          + ("each variant in its own process\n" if apart else "one process\n"))
+          + ("each engine in its own process\n" if apart else "one process\n"))
     print(table(["engine", "context", "K", "ms/step", "x floor", "tokens/s if all K accepted"], rows))
     if kernel_rows:
         print(f"\nKernels per eager verify step (K={args.k[0]}, context {args.contexts[0]}; a graph replays the same):\n")

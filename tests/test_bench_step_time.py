@@ -1,5 +1,6 @@
-"""bench.step_time on the CPU: each variant is timed in a process of its own (a step timed after
-another engine ran in the process reads slow, bench/HISTORY.md "Profiled, then timed")."""
+"""bench.step_time on the CPU: each engine (a variant at one verify block) is timed in a process of
+its own (a step timed after another engine ran in the process reads slow, bench/HISTORY.md
+"Profiled, then timed")."""
 
 import json
 import os
@@ -11,16 +12,19 @@ def _steps(out):
     return json.loads((out / "step_time.json").read_text())["steps"]
 
 
-def test_each_variant_is_timed_in_its_own_process(tmp_path, monkeypatch):
+def test_each_engine_is_timed_in_its_own_process(tmp_path, monkeypatch):
     monkeypatch.setenv("OUT", str(tmp_path))
-    step_time.main(["--shape", "qwen2-tiny", "--contexts", "32", "--reps", "2", "--k", "4",
+    step_time.main(["--shape", "qwen2-tiny", "--contexts", "32", "--reps", "2", "--k", "4", "8",
                     "--packed-weights", "off", "on", "--no-hf"])
     steps = _steps(tmp_path)
     assert sorted((s["engine"], s["k"]) for s in steps) == [
-        ("ours, auto", 1), ("ours, auto", 4), ("ours, auto, plain weights", 1), ("ours, auto, plain weights", 4)]
+        ("ours, auto", 1), ("ours, auto", 4), ("ours, auto", 8),
+        ("ours, auto, plain weights", 1), ("ours, auto, plain weights", 4), ("ours, auto, plain weights", 8)]
     assert all(s["ms"] > 0 for s in steps)
-    pids = {s["engine"]: s["pid"] for s in steps}
-    assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    pids = {(s["engine"], s["k"]): s["pid"] for s in steps}
+    # K=1 is timed by the first block's engine; each of the four engines had its own process
+    assert pids[("ours, auto", 1)] == pids[("ours, auto", 4)]
+    assert len(set(pids.values())) == 4 and os.getpid() not in pids.values()
 
 
 def test_one_process_on_request(tmp_path, monkeypatch):
