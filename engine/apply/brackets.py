@@ -109,43 +109,20 @@ def errors(text: str, language: str | None) -> list[int]:
     def row(pos: int) -> int:
         return bisect.bisect_right(starts, pos) - 1
 
-    def line_end(pos: int) -> int:
-        end = text.find("\n", pos)
-        return len(text) if end < 0 else end
-
     stack: list[tuple[str, int]] = []  # (the closer awaited, the opener's row)
     found: list[int] = []
-    skip: list[tuple[int, int]] = []  # heredocs' text still ahead: (start, end), in order
+    heredocs: list[tuple[int, int]] = []  # Ruby heredocs' text still ahead: (start, end), in order
     pos = 0
     while (m := pattern.search(text, pos)) is not None:
         token, pos = m.group(), m.end()
-        if skip and m.start() >= skip[0][0]:  # inside a heredoc's text
-            pos = skip.pop(0)[1]
+        if heredocs and m.start() >= heredocs[0][0]:  # inside a heredoc's text
+            pos = heredocs.pop(0)[1]
             continue
-        if token[0] == "$":  # a Ruby global named by a quote or a bracket
-            continue
-        if token == "/":  # Ruby: a regex literal, or division
-            before = text[starts[row(m.start())]:m.start()]
-            if _REGEX_AFTER.search(before) and not text[pos:pos + 1].isspace() \
-                    and (body := _REGEX_BODY.match(text, pos)) is not None:
-                pos = body.end()
-            continue
-        if token.startswith("%"):
-            end = _percent_end(text, pos, token[-1])
-            if end < 0:
-                found.append(row(m.start()))
+        if spec.name == "ruby" and (at := _ruby_token(text, m, starts[row(m.start())], heredocs)) is not None:
+            if at < 0:
+                found.append(row(m.start()))  # a literal that never ends: the rest of the file is inside it
                 break
-            pos = end
-            continue
-        if token.startswith("<<"):  # its text runs from the line after the opener's (whose rest is code)
-            body = skip[-1][1] if skip else line_end(pos)
-            end = _heredoc_end(text, body, m)
-            if end < 0:
-                found.append(row(m.start()))  # never ends: the rest of the file is inside it
-                break
-            skip.append((body, end))
-            continue
-        if spec.name == "ruby" and token.isalpha() and not _ruby_block_word(text, m, starts[row(m.start())]):
+            pos = at
             continue
         if token in multiline or token in block_comments:
             close, escapes = multiline.get(token) or (block_comments[token], False)
@@ -155,7 +132,7 @@ def errors(text: str, language: str | None) -> list[int]:
                 break
             pos = end
         elif token in spec.line_comments:
-            pos = line_end(pos)
+            pos = _line_end(text, pos)
         elif token in pairs:
             stack.append((pairs[token], row(m.start())))
         elif token in closers:
@@ -170,8 +147,40 @@ def errors(text: str, language: str | None) -> list[int]:
                 pos = char.end()
         else:  # a one-line string; unclosed, it ends with its line
             quoted = _QUOTED[token].match(text, pos)
-            pos = quoted.end() if quoted is not None else line_end(pos)
+            pos = quoted.end() if quoted is not None else _line_end(text, pos)
     return sorted(found + [r for _, r in stack])
+
+
+def _line_end(text: str, pos: int) -> int:
+    """The end of the line holding `pos` (its newline's position, or the text's end)."""
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def _ruby_token(text: str, m: re.Match, line_start: int, heredocs: list[tuple[int, int]]) -> int | None:
+    """Ruby's own tokens, which only its pattern yields: the position to read on from after the
+    global, regex, percent literal or heredoc opener `m` (-1: the literal never ends; a heredoc's
+    text, from the line after, goes on `heredocs`), or after a keyword that opens no block here;
+    None for a token the shared loop reads (a bracket, a quote, a comment, a block's word)."""
+    token, pos = m.group(), m.end()
+    if token[0] == "$":  # a global named by a quote or a bracket: `$"`, `$/`
+        return pos
+    if token == "/":  # a regex literal, or division
+        if _REGEX_AFTER.search(text[line_start:m.start()]) and not text[pos:pos + 1].isspace() \
+                and (body := _REGEX_BODY.match(text, pos)) is not None:
+            return body.end()
+        return pos
+    if token.startswith("%"):
+        return _percent_end(text, pos, token[-1])
+    if token.startswith("<<"):  # the rest of the opener's line is code; its text starts after the last heredoc's
+        body = heredocs[-1][1] if heredocs else _line_end(text, pos)
+        end = _heredoc_end(text, body, m)
+        if end >= 0:
+            heredocs.append((body, end))
+        return pos if end >= 0 else -1
+    if token.isalpha() and not _ruby_block_word(text, m, line_start):
+        return pos
+    return None
 
 
 def _ruby_block_word(text: str, m: re.Match, line_start: int) -> bool:
