@@ -10,6 +10,7 @@ CUDA graph and timed with triton.testing.do_bench, which flushes the L2 cache be
 the figures' fixed part. "TB/s" is the weight's bytes over the time.
 
     python -m bench.linear_small [--rows 16]
+    python -m bench.linear_small --down [--rows 16 64]   # the down projection + add & norm, split-K
 """
 
 from __future__ import annotations
@@ -44,11 +45,64 @@ def triton_linear(x, w, bias, block_n: int, block_k: int, warps: int, stages: in
     return out
 
 
+# The MLP's down projection (N x K) and what follows it, the residual add + RMSNorm: cuBLAS (which
+# splits K and reduces in a kernel of its own) against kernels/split_k's partial sums added up by the norm.
+DOWN_SHAPES = [("0.5B", 896, 4864), ("1.5B", 1536, 8960)]
+DOWN_TILES = list(itertools.product((2, 4, 8), (32, 64), (128, 256), (3, 4)))  # splits, BLOCK_N, BLOCK_K, stages
+
+
+def down_and_norm(rows: int) -> None:
+    from kernels.fused_ops import SplitSums
+    from kernels.fused_ops.fused import add_rms_norm_triton
+    from kernels.split_k.partials import linear_partials
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tiny = torch.zeros(1024, device="cuda")
+    floor = bench_us(lambda: tiny.add_(1))
+    out_rows, results = [], []
+    for model, N, K in DOWN_SHAPES:
+        h = torch.randn(rows, K, device="cuda", generator=g, dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda", generator=g, dtype=torch.bfloat16) / K**0.5
+        res = torch.randn(rows, N, device="cuda", generator=g, dtype=torch.bfloat16)
+        norm = torch.randn(N, device="cuda", generator=g, dtype=torch.bfloat16)
+        ref = add_rms_norm_triton(torch.nn.functional.linear(h, w), res, norm, 1e-6)[1]
+        mb = N * K * 2 / 1e6
+
+        def add(engine, fn):
+            err = ((fn()[1].float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            us = bench_us(fn)
+            out_rows.append([model, f"{N}x{K}", engine, us, mb / us, f"{err:.1e}"])
+            results.append(dict(model=model, N=N, K=K, rows=rows, engine=engine, us=us, err=err))
+
+        add("cuBLAS + add&norm", lambda: add_rms_norm_triton(torch.nn.functional.linear(h, w), res, norm, 1e-6))
+        for splits, block_n, block_k, stages in DOWN_TILES:
+            def fn():
+                parts = linear_partials(h, w, splits, block_n=block_n, block_k=block_k, num_stages=stages)
+                return add_rms_norm_triton(SplitSums(parts, h.dtype), res, norm, 1e-6)
+            try:
+                add(f"split-K {splits} n{block_n} k{block_k} s{stages} + add&norm of the sums", fn)
+            except Exception as e:  # noqa: BLE001 (a tile out of resources: skip it)
+                print(f"skip {model} {splits} {block_n} {block_k} {stages}: {type(e).__name__}: {e}"[:300])
+        best = min((r for r in out_rows if r[0] == model and r[2] != "cuBLAS + add&norm"), key=lambda r: r[3])
+        print(table(["model", "N x K", "engine", "us", "TB/s", "err"],
+                    [r for r in out_rows if r[0] == model and (r[2] == "cuBLAS + add&norm" or r is best)]), flush=True)
+    print(header(f"Down projection + residual add & RMSNorm at {rows} rows (bench.linear_small --down); "
+                 f"a tiny kernel's replay: {floor:.1f} us"))
+    print(table(["model", "N x K", "engine", "us", "TB/s", "err"], out_rows))
+    save_json(f"linear_small_down{rows}.json", {"rows": rows, "tiny_kernel_us": floor, "points": results})
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rows", type=int, default=16)
+    ap.add_argument("--rows", type=int, nargs="+", default=[16])
+    ap.add_argument("--down", action="store_true", help="the down projection and the norm after it instead")
     args = ap.parse_args(argv)
     assert torch.cuda.is_available(), "a CUDA device is needed"
+    if args.down:
+        for rows in args.rows:
+            down_and_norm(rows)
+        return
+    args.rows = args.rows[0]
     g = torch.Generator(device="cuda").manual_seed(0)
     tiny = torch.zeros(1024, device="cuda")
     floor = bench_us(lambda: tiny.add_(1))

@@ -305,6 +305,8 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
+    ap.add_argument("--split-k", nargs="+", default=["off"], choices=["off", "on"],
+                    help="the down projection as split-K sums the next norm adds up, off and/or on (EngineConfig.split_k)")
     ap.add_argument("--pdl", nargs="+", default=["off"], choices=["off", "on"],
                     help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
@@ -329,6 +331,7 @@ class Variant(NamedTuple):
     int8_head: bool
     packed: bool
     pdl: bool
+    split_k: bool
 
 
 def variants_of(args, cuda: bool) -> list[Variant]:
@@ -338,9 +341,11 @@ def variants_of(args, cuda: bool) -> list[Variant]:
     if not cuda:
         bases = [(f"ours, {impl}", True, impl) for impl in args.attention]
     return [Variant(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
-                    + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
+                    + (", PDL" if pdl == "on" else "") + (", split-K down" if sk == "on" else ""),
+                    eager, impl, i8 == "on", pw == "on", pdl == "on", sk == "on")
             for name, eager, impl in bases for i8 in args.int8_head
-            for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
+            for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])
+            for sk in args.split_k]
 
 
 def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
@@ -355,7 +360,8 @@ def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
     eng = LLMEngine(EngineConfig(
         model=str(folder), device="cuda" if cuda else "cpu", enforce_eager=eager,
         max_model_len=max(args.contexts) + 64, max_num_seqs=1, attention=variant.impl,
-        int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, verify_tokens=verify))
+        int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, split_k=variant.split_k,
+        verify_tokens=verify))
     out: dict = {"pid": os.getpid(), "steps": []}
     for ctx in args.contexts:
         for k in (1, verify) if first else (verify,):

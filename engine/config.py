@@ -94,6 +94,10 @@ class EngineConfig(EnvSettings):
     int8_head: bool = Field(False, description=(
         "int8 weight-only embeddings and lm_head, per-row scales (kernels/int8_linear; the Triton kernel on "
         "CUDA, the chunked reference elsewhere). Off: see README's config table for why"))
+    split_k: bool = Field(False, description=(
+        "steps of up to 64 rows: the MLP's down projection as split-K partial sums that the residual add + "
+        "RMSNorm after it adds up (kernels/split_k; where the Triton kernels run), not cuBLAS's split-K and "
+        "its reduction kernel"))
     pdl: bool = Field(False, description=(
         "CUDA sm_90+: our Triton kernels launched with programmatic dependent launch, each scheduled while the "
         "kernel before it finishes and waiting for it on the GPU (kernels/pdl.py); off elsewhere"))

@@ -1,5 +1,5 @@
 """The K-loop of one output tile of x[M, K] @ w[N, K].T, shared by the Triton linears
-(kernels/invariant_linear, kernels/int8_linear), and their dot options.
+(kernels/invariant_linear, kernels/int8_linear, kernels/split_k), and their dot options.
 
 A program of the grid (N blocks, M blocks) sums its [BLOCK_M, BLOCK_N] tile over K in BLOCK_K
 chunks, first to last, into an fp32 accumulator; rows past M and columns past N load as zeros.
@@ -24,19 +24,22 @@ def dot_options(x: torch.Tensor) -> dict:
 
 
 @triton.jit
-def dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn,
+def dot_tile(x_ptr, w_ptr, M, N, K_LO, K_HI, stride_xm, stride_wn,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    """(acc [BLOCK_M, BLOCK_N] fp32, its rows rm, its columns rn) of this program's tile."""
+    """(acc [BLOCK_M, BLOCK_N] fp32, its rows rm, its columns rn) of this program's tile, summed
+    over K in [K_LO, K_HI) (0 and K but for a split of K)."""
     pid_n, pid_m = tl.program_id(0), tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in range(K_LO, K_HI, BLOCK_K):
         kk = k0 + rk
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0)
-        w = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < K), other=0)
+        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K_HI),
+                    other=0)
+        w = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < K_HI),
+                    other=0)
         if DOT_FP32:
             x, w = x.to(tl.float32), w.to(tl.float32)
         else:

@@ -11,6 +11,7 @@ logits. Projections are fused (q|k|v and gate|up), and each residual add rides i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -26,8 +27,11 @@ from engine.models.layers import (
     pack_weight,
     rows_matmul,
 )
-from kernels.fused_ops import rotary, rotary_to_cache
+from kernels.fused_ops import SplitSums, rotary, rotary_to_cache
 from kernels.paged_attention import paged_attention
+
+if TYPE_CHECKING:
+    from kernels.split_k import SplitK
 
 
 @dataclass
@@ -94,9 +98,18 @@ class MLP(nn.Module):
         self.gate_up_proj = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.act = SiluAndMul()
+        self.split_k: SplitK | None = None  # CausalLM.set_split_k
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.gate_up_proj(x)))
+    def forward(self, x: torch.Tensor) -> torch.Tensor | SplitSums:
+        """The MLP's output; in a step of at most split_k.max_rows rows, as split_k's partial sums,
+        which the next layer's (or the final) residual add + RMSNorm adds up. Not where the rows
+        must be batch-invariant or the weight is packed for the CPU."""
+        h = self.act(self.gate_up_proj(x))
+        down = self.down_proj
+        if self.split_k is not None and h.shape[0] <= self.split_k.max_rows and not down.batch_invariant \
+                and down.packed is None:
+            return self.split_k(h, down.weight)
+        return down(h)
 
 
 class DecoderLayer(nn.Module):
@@ -153,6 +166,12 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, Linear)):
                 module.batch_invariant = on
+
+    def set_split_k(self, plan: SplitK | None) -> None:
+        """The down projections of steps of a few rows as split-K partial sums added up by the norm
+        after them (kernels/split_k); None: cuBLAS for every step."""
+        for layer in self.layers:
+            layer.mlp.split_k = plan
 
     def pack_weights(self) -> None:
         """Pack the linear layers' weights for the CPU's GEMMs (layers.pack_weight), and a packed
