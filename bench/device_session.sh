@@ -271,18 +271,18 @@ job() {
       --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --pdl off on --int8-head off on; done ;;
     # The down projection + add & norm alone: cuBLAS against split-K sums added up by the norm (kernels/split_k).
     down_splitk) $t 400 python3 -m bench.linear_small --down --rows 16 64 ;;
-    # The step with the down projection split or not (each engine in its own process), twice; K=16 and 64 at 4k.
+    # The step with the down (and o) projections split or not (each engine in its own process), twice; K=16 and 64 at 4k.
     steps_splitk) for i in 1 2; do for s in 0.5b 1.5b; do $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s \
-      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off on; done; done ;;
+      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+o; done; done ;;
     # The 0.5B's default apply run with the down projection split off and on, one process each, in turn, twice.
-    apply05_splitk) for v in 0 1 0 1; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.spec_decode \
+    apply05_splitk) for v in off down off down; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.spec_decode \
       --limit 0 --no-hf --no-vllm --plot $RES/apply05_sk$v --configs "lookup K=64 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/apply05_sk${v}_$(date +%s).json; done ;;
     # The 1.5B's default apply run the same way.
-    apply15_splitk) for v in 0 1 0 1; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.drafters --limit 60 \
+    apply15_splitk) for v in off down off down; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.drafters --limit 60 \
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
     # 64 requests at the default, split off and on.
-    concurrency_splitk) for v in 0 1 0 1; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.concurrency \
+    concurrency_splitk) for v in off down off down; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.concurrency \
       --levels 64 --cases 0 --modes "lookup K=64 +prediction" && cp $RES/concurrency_cuda.json $RES/concurrency_sk${v}_$(date +%s).json; done ;;
     # The 0.5B's default apply run with PDL and the int8 lm_head both off and both on, one process each, in turn, twice.
     apply05_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.spec_decode \

@@ -305,8 +305,8 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
-    ap.add_argument("--split-k", nargs="+", default=["off"], choices=["off", "on"],
-                    help="the down projection as split-K sums the next norm adds up, off and/or on (EngineConfig.split_k)")
+    ap.add_argument("--split-k", nargs="+", default=["off"], choices=["off", "down", "down+o"],
+                    help="projections left as split-K sums the next norm adds up (EngineConfig.split_k)")
     ap.add_argument("--pdl", nargs="+", default=["off"], choices=["off", "on"],
                     help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
@@ -331,7 +331,7 @@ class Variant(NamedTuple):
     int8_head: bool
     packed: bool
     pdl: bool
-    split_k: bool
+    split_k: str
 
 
 def variants_of(args, cuda: bool) -> list[Variant]:
@@ -341,8 +341,8 @@ def variants_of(args, cuda: bool) -> list[Variant]:
     if not cuda:
         bases = [(f"ours, {impl}", True, impl) for impl in args.attention]
     return [Variant(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
-                    + (", PDL" if pdl == "on" else "") + (", split-K down" if sk == "on" else ""),
-                    eager, impl, i8 == "on", pw == "on", pdl == "on", sk == "on")
+                    + (", PDL" if pdl == "on" else "") + (f", split-K {sk}" if sk != "off" else ""),
+                    eager, impl, i8 == "on", pw == "on", pdl == "on", sk)
             for name, eager, impl in bases for i8 in args.int8_head
             for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])
             for sk in args.split_k]

@@ -72,10 +72,10 @@ class ModelRunner:
             self.model.set_batch_invariant(True)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
-        if cfg.split_k and self.attention == "triton":
+        if cfg.split_k != "off" and self.attention == "triton":
             from kernels.split_k import SplitK
 
-            self.model.set_split_k(SplitK())
+            self.model.set_split_k(SplitK(), tuple(cfg.split_k.split("+")))
         if cfg.packed_weights:
             self.model.pack_weights()  # the CPU's GEMMs; elsewhere a no-op
         # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its

@@ -57,6 +57,16 @@ class AttentionMetadata:
         return len(set(self.query_lens)) == 1
 
 
+def split_or_plain(linear: Linear, x: torch.Tensor, plan: SplitK | None) -> torch.Tensor | SplitSums:
+    """linear(x); or, in a step of at most plan.max_rows rows, its split-K partial sums, which the
+    residual add + RMSNorm after it adds up (kernels/split_k). Not where the rows must be
+    batch-invariant, the weight is packed for the CPU or the projection has a bias."""
+    if plan is not None and x.shape[0] <= plan.max_rows and not linear.batch_invariant and linear.packed is None \
+            and linear.bias is None:
+        return plan(x, linear.weight)
+    return linear(x)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -71,8 +81,9 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.impl = "ref"  # or "triton", for attention and RoPE; CausalLM.set_kernel_impl
         self.batch_invariant = False  # CausalLM.set_batch_invariant
+        self.split_k: SplitK | None = None  # CausalLM.set_split_k
 
-    def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
+    def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor | SplitSums:
         T = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(T, self.num_heads, self.head_dim)  # [T, H, D]
@@ -89,7 +100,7 @@ class Attention(nn.Module):
             q, kv, meta.slot_tables, meta.q_positions, meta.query_lens, meta.context_lens, self.scale,
             self.sliding_window, query_starts=meta.query_starts, impl=self.impl, invariant=self.batch_invariant,
         )  # [T, H, D]
-        return self.o_proj(out.reshape(T, self.q_size))
+        return split_or_plain(self.o_proj, out.reshape(T, self.q_size), self.split_k)
 
 
 class MLP(nn.Module):
@@ -101,15 +112,7 @@ class MLP(nn.Module):
         self.split_k: SplitK | None = None  # CausalLM.set_split_k
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | SplitSums:
-        """The MLP's output; in a step of at most split_k.max_rows rows, as split_k's partial sums,
-        which the next layer's (or the final) residual add + RMSNorm adds up. Not where the rows
-        must be batch-invariant or the weight is packed for the CPU."""
-        h = self.act(self.gate_up_proj(x))
-        down = self.down_proj
-        if self.split_k is not None and h.shape[0] <= self.split_k.max_rows and not down.batch_invariant \
-                and down.packed is None:
-            return self.split_k(h, down.weight)
-        return down(h)
+        return split_or_plain(self.down_proj, self.act(self.gate_up_proj(x)), self.split_k)
 
 
 class DecoderLayer(nn.Module):
@@ -167,11 +170,12 @@ class CausalLM(nn.Module):
             if isinstance(module, (Attention, Linear)):
                 module.batch_invariant = on
 
-    def set_split_k(self, plan: SplitK | None) -> None:
-        """The down projections of steps of a few rows as split-K partial sums added up by the norm
-        after them (kernels/split_k); None: cuBLAS for every step."""
+    def set_split_k(self, plan: SplitK | None, projections: tuple[str, ...] = ("down",)) -> None:
+        """The projections named ("down": the MLP's, "o": the attention's) of steps of a few rows as
+        split-K partial sums added up by the norm after them (kernels/split_k); None: cuBLAS."""
         for layer in self.layers:
-            layer.mlp.split_k = plan
+            layer.mlp.split_k = plan if "down" in projections else None
+            layer.self_attn.split_k = plan if "o" in projections else None
 
     def pack_weights(self) -> None:
         """Pack the linear layers' weights for the CPU's GEMMs (layers.pack_weight), and a packed

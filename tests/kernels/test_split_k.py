@@ -54,29 +54,29 @@ def test_add_rms_norm_adds_split_sums_up_first(splits, dtype):
 
 
 def test_engine_tokens_with_the_down_projection_split(tiny_model):
-    """Through the whole engine: prompt chunks, decode and verify blocks with every layer's down
-    projection as split-K sums (K = 96 in three runs of 32) give the tokens of cuBLAS's (fp32)."""
+    """Through the whole engine: prompt chunks, decode and verify blocks with every layer's down and
+    o projections as split-K sums give the tokens of the plain projections (fp32)."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
     from engine.types import Request, SamplingParams
 
     prompts = [[(7 * i) % 200 + 1 for i in range(70)], [(5 * i) % 190 + 3 for i in range(23)]]
     outs = {}
-    for split in (False, True):
+    for split in ("off", "down+o"):
         eng = LLMEngine(EngineConfig(model=str(tiny_model), device=DEVICE, dtype="float32", attention="triton",
                                      max_model_len=256, max_num_seqs=2, max_batch_tokens=64, enforce_eager=True,
                                      split_k=split, packed_weights=False))
-        mlp = eng.runner.model.layers[0].mlp
-        assert (mlp.split_k is not None) == split
-        if split:
-            eng.runner.model.set_split_k(SplitK(splits=3, block_k=32))
+        layer = eng.runner.model.layers[0]
+        assert (layer.mlp.split_k is not None, layer.self_attn.split_k is not None) == (split != "off",) * 2
+        if split != "off":  # three runs of K each: the down projection's 96, o's 896
+            eng.runner.model.set_split_k(SplitK(splits=3, block_k=32), ("down", "o"))
         seqs = [eng.add_request(Request(p, SamplingParams(max_tokens=24, ignore_eos=True),
                                         sources={"prediction": p[-30:] * 2}, drafter=d))
                 for p, d in zip(prompts, ("lookup", "none"))]
         while eng.has_work():
             eng.step()
         outs[split] = [s.output_ids for s in seqs]
-    assert outs[True] == outs[False]
+    assert outs["down+o"] == outs["off"]
 
 
 def test_the_split_is_for_steps_of_a_few_rows():
