@@ -271,9 +271,10 @@ job() {
       --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --pdl off on --int8-head off on; done ;;
     # The down projection + add & norm alone: cuBLAS against split-K sums added up by the norm (kernels/split_k).
     down_splitk) $t 400 python3 -m bench.linear_small --down --rows 16 64 ;;
-    # The step with the down (and o) projections split or not (each engine in its own process), twice; K=16 and 64 at 4k.
-    steps_splitk) for i in 1 2; do for s in 0.5b 1.5b; do $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s \
-      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+o; done; done ;;
+    # The step with the down (and o) projections split or not (each engine in its own process); K=16 and 64 at 4k;
+    # the 0.5B twice.
+    steps_splitk) for s in 0.5b 1.5b 0.5b; do $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s \
+      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+o; done ;;
     # The 0.5B's default apply run with the down projection split off and on, one process each, in turn, twice.
     apply05_splitk) for v in off down off down; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.spec_decode \
       --limit 0 --no-hf --no-vllm --plot $RES/apply05_sk$v --configs "lookup K=64 +prediction" \

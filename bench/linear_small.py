@@ -50,7 +50,7 @@ def triton_linear(x, w, bias, block_n: int, block_k: int, warps: int, stages: in
 # kernels/split_k's partial sums added up by the norm.
 DOWN_SHAPES = [("0.5B", "down", 896, 4864), ("1.5B", "down", 1536, 8960), ("0.5B", "o", 896, 896),
                ("1.5B", "o", 1536, 1536)]
-DOWN_TILES = list(itertools.product((2, 4, 8), (32, 64), (128, 256), (3, 4)))  # splits, BLOCK_N, BLOCK_K, stages
+DOWN_TILES = list(itertools.product((2, 4, 8), (32, 64), (128, 256), (4,)))  # splits, BLOCK_N, BLOCK_K, stages
 
 
 def down_and_norm(rows: int) -> None:
