@@ -10,7 +10,10 @@ CUDA graph and timed with triton.testing.do_bench, which flushes the L2 cache be
 the figures' fixed part. "TB/s" is the weight's bytes over the time.
 
     python -m bench.linear_small [--rows 16]
-    python -m bench.linear_small --down [--rows 16 64]   # the down projection + add & norm, split-K
+    python -m bench.linear_small --down [--rows 16 64]
+
+`--down`: the projections a residual add + RMSNorm reads next (the MLP's down, the attention's o)
+with that norm, cuBLAS against kernels/split_k's partial sums added up by the norm, by tile.
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ def triton_linear(x, w, bias, block_n: int, block_k: int, warps: int, stages: in
 # The projections a residual add + RMSNorm reads next, the MLP's down and the attention's o (N x K):
 # cuBLAS (which splits K for the down projection and reduces in a kernel of its own) against
 # kernels/split_k's partial sums added up by the norm.
-DOWN_SHAPES = [("0.5B", "down", 896, 4864), ("1.5B", "down", 1536, 8960), ("0.5B", "o", 896, 896),
+NORMED_SHAPES = [("0.5B", "down", 896, 4864), ("1.5B", "down", 1536, 8960), ("0.5B", "o", 896, 896),
                ("1.5B", "o", 1536, 1536)]
-DOWN_TILES = list(itertools.product((2, 4, 8), (32, 64), (128, 256), (4,)))  # splits, BLOCK_N, BLOCK_K, stages
+SPLIT_TILES = list(itertools.product((2, 4, 8), (32, 64), (128, 256), (4,)))  # splits, BLOCK_N, BLOCK_K, stages
 
 
 def down_and_norm(rows: int) -> None:
@@ -62,7 +65,7 @@ def down_and_norm(rows: int) -> None:
     tiny = torch.zeros(1024, device="cuda")
     floor = bench_us(lambda: tiny.add_(1))
     out_rows, results = [], []
-    for model, name, N, K in DOWN_SHAPES:
+    for model, name, N, K in NORMED_SHAPES:
         h = torch.randn(rows, K, device="cuda", generator=g, dtype=torch.bfloat16)
         w = torch.randn(N, K, device="cuda", generator=g, dtype=torch.bfloat16) / K**0.5
         res = torch.randn(rows, N, device="cuda", generator=g, dtype=torch.bfloat16)
@@ -77,7 +80,7 @@ def down_and_norm(rows: int) -> None:
             results.append(dict(model=model, projection=name, N=N, K=K, rows=rows, engine=engine, us=us, err=err))
 
         add("cuBLAS + add&norm", lambda: add_rms_norm_triton(torch.nn.functional.linear(h, w), res, norm, 1e-6))
-        for splits, block_n, block_k, stages in DOWN_TILES:
+        for splits, block_n, block_k, stages in SPLIT_TILES:
             def fn():
                 parts = linear_partials(h, w, splits, block_n=block_n, block_k=block_k, num_stages=stages)
                 return add_rms_norm_triton(SplitSums(parts, h.dtype), res, norm, 1e-6)
@@ -97,27 +100,27 @@ def down_and_norm(rows: int) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, nargs="+", default=[16])
-    ap.add_argument("--down", action="store_true", help="the down projection and the norm after it instead")
+    ap.add_argument("--down", action="store_true", help="the down and o projections with the norm after them instead")
     args = ap.parse_args(argv)
     assert torch.cuda.is_available(), "a CUDA device is needed"
-    if args.down:
-        for rows in args.rows:
-            down_and_norm(rows)
-        return
-    args.rows = args.rows[0]
+    for rows in args.rows:
+        (down_and_norm if args.down else small_projections)(rows)
+
+
+def small_projections(rows: int) -> None:
     g = torch.Generator(device="cuda").manual_seed(0)
     tiny = torch.zeros(1024, device="cuda")
     floor = bench_us(lambda: tiny.add_(1))
-    rows, results = [], []
+    table_rows, results = [], []
     for model, name, N, K, has_bias in SHAPES:
-        x = torch.randn(args.rows, K, device="cuda", generator=g, dtype=torch.bfloat16)
+        x = torch.randn(rows, K, device="cuda", generator=g, dtype=torch.bfloat16)
         w = torch.randn(N, K, device="cuda", generator=g, dtype=torch.bfloat16) / K**0.5
         bias = torch.randn(N, device="cuda", generator=g, dtype=torch.bfloat16) if has_bias else None
         ref = torch.nn.functional.linear(x, w, bias)
         mb = N * K * 2 / 1e6
 
         def add(engine, us, err=0.0):
-            rows.append([model, name, f"{N}x{K}", engine, us, mb / us, f"{err:.1e}"])
+            table_rows.append([model, name, f"{N}x{K}", engine, us, mb / us, f"{err:.1e}"])
             results.append(dict(model=model, projection=name, N=N, K=K, engine=engine, us=us, err=err))
 
         add("cuBLAS (F.linear)", bench_us(lambda: torch.nn.functional.linear(x, w, bias)))
@@ -129,10 +132,10 @@ def main(argv=None) -> None:
             except Exception as e:  # noqa: BLE001 (a tile out of resources: skip it)
                 print(f"skip {model} {name} {block_n} {block_k} {warps} {stages}: {type(e).__name__}: {e}"[:300])
         print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"],
-                    [r for r in rows if r[:2] == [model, name]]), flush=True)
-    print(header(f"Small projections at {args.rows} rows (bench.linear_small); a tiny kernel's replay: {floor:.1f} us"))
-    print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"], rows))
-    save_json("linear_small.json", {"rows": args.rows, "tiny_kernel_us": floor, "points": results})
+                    [r for r in table_rows if r[:2] == [model, name]]), flush=True)
+    print(header(f"Small projections at {rows} rows (bench.linear_small); a tiny kernel's replay: {floor:.1f} us"))
+    print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"], table_rows))
+    save_json("linear_small.json", {"rows": rows, "tiny_kernel_us": floor, "points": results})
 
 
 if __name__ == "__main__":
