@@ -24,6 +24,7 @@ the target's step alone, the draft's n tokens alone, and both launched together.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -406,6 +407,16 @@ def measure_apart(argv: list[str], folder: Path, tmp: Path, count: int) -> list[
     return parts
 
 
+def measure_here(args, folder: Path, runs: list[tuple[Variant, int]]) -> list[dict]:
+    """Every run in this process (--one-process), each engine's memory given back before the next."""
+    parts = []
+    for variant, verify in runs:
+        parts.append(measure(args, folder, variant, verify))
+        gc.collect()
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    return parts
+
+
 def run(args, argv: list[str], tmp: Path) -> None:
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -419,7 +430,7 @@ def run(args, argv: list[str], tmp: Path) -> None:
     print(f"checks: {json.dumps(checks)}", flush=True)
     runs = runs_of(args, cuda)
     apart = len(runs) > 1 and not args.one_process
-    parts = measure_apart(argv, folder, tmp, len(runs)) if apart else [measure(args, folder, *run) for run in runs]
+    parts = measure_apart(argv, folder, tmp, len(runs)) if apart else measure_here(args, folder, runs)
     results = {"weight_bytes": weight_bytes, "floor_ms": floor_ms, "checks": checks, "one_process": not apart,
                "steps": [step | {"pid": part["pid"]} for part in parts for step in part["steps"]]}
     rows = [[st["engine"], st["context"], st["k"], st["ms"], st["ms"] / floor_ms, st["k"] / st["ms"] * 1000]
