@@ -20,6 +20,8 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
+# Next lease, first: steps_splitk05 down_splitk steps_splitk15 (no model needed: the split-K down/o projections);
+# if they pay, pull05 apply05_splitk concurrency_splitk (pull15: apply15_splitk).
 # Issue 35's batch, on an H200 when one is lent: stepsK64 pull05 apply05_default concurrency_default_ab
 # equal_default_inv rag_default (then pull15: apply15_default).
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
