@@ -12,7 +12,7 @@ from kernels.fused_ops import SplitSums, add_rms_norm, add_rms_norm_ref
 from kernels.split_k import SplitK, linear_partials_ref, split_bounds
 from kernels.split_k.partials import linear_partials
 from tests.kernels.test_fused_ops import BF16, DEVICE, FP32, assert_close, randn
-from tests.kernels.test_paged_attention import nan_buffers
+from tests.kernels.test_paged_attention import nan_buffers, side_by_side_tokens
 
 
 def test_split_bounds_cover_k_in_whole_chunks():
@@ -58,9 +58,7 @@ def test_engine_tokens_with_the_down_projection_split(tiny_model):
     o projections as split-K sums give the tokens of the plain projections (fp32)."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
-    from engine.types import Request, SamplingParams
 
-    prompts = [[(7 * i) % 200 + 1 for i in range(70)], [(5 * i) % 190 + 3 for i in range(23)]]
     outs = {}
     for split in ("off", "down+o"):
         eng = LLMEngine(EngineConfig(model=str(tiny_model), device=DEVICE, dtype="float32", attention="triton",
@@ -70,12 +68,7 @@ def test_engine_tokens_with_the_down_projection_split(tiny_model):
         assert (layer.mlp.split_k is not None, layer.self_attn.split_k is not None) == (split != "off",) * 2
         if split != "off":  # three runs of K each: the down projection's 96, o's 896
             eng.runner.model.set_split_k(SplitK(splits=3, block_k=32), ("down", "o"))
-        seqs = [eng.add_request(Request(p, SamplingParams(max_tokens=24, ignore_eos=True),
-                                        sources={"prediction": p[-30:] * 2}, drafter=d))
-                for p, d in zip(prompts, ("lookup", "none"))]
-        while eng.has_work():
-            eng.step()
-        outs[split] = [s.output_ids for s in seqs]
+        outs[split] = side_by_side_tokens(eng)
     assert outs["down+o"] == outs["off"]
 
 
