@@ -20,8 +20,9 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Next lease, first: steps_splitk05 down_splitk steps_splitk15 (no model needed: the split-K down/o projections);
-# if they pay, pull05 apply05_splitk concurrency_splitk (pull15: apply15_splitk).
+# Next lease, first: steps_splitk05 down_splitk steps_splitk15 (no model needed: the split-K down/o projections,
+# the SiLU-and-mul in the split kernel's loads or not); if they pay, pull05 apply05_splitk concurrency_splitk
+# (pull15: apply15_splitk), with SPLITK_AB naming the variant that paid.
 # Issue 35's batch, on an H200 when one is lent: stepsK64 pull05 apply05_default concurrency_default_ab
 # equal_default_inv rag_default (then pull15: apply15_default).
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
@@ -275,16 +276,17 @@ job() {
     down_splitk) $t 400 python3 -m bench.linear_small --down --rows 16 64 ;;
     # The step with the down (and o) projections split or not (each engine in its own process); K=16 and 64 at 4k.
     steps_splitk05|steps_splitk15) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b \
-      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+o ;;
-    # The 0.5B's default apply run with the down projection split off and on, one process each, in turn, twice.
-    apply05_splitk) for v in off down off down; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.spec_decode \
+      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+act down+act+o ;;
+    # The 0.5B's default apply run with the down projection split off and on, one process each, in turn, twice
+    # (SPLITK_AB="off down+act off down+act" at the queue call: other variants).
+    apply05_splitk) for v in ${SPLITK_AB:-off down off down}; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.spec_decode \
       --limit 0 --no-hf --no-vllm --plot $RES/apply05_sk$v --configs "lookup K=64 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/apply05_sk${v}_$(date +%s).json; done ;;
     # The 1.5B's default apply run the same way.
-    apply15_splitk) for v in off down off down; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.drafters --limit 60 \
+    apply15_splitk) for v in ${SPLITK_AB:-off down off down}; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.drafters --limit 60 \
       --max-tokens 2048 --workloads apply --drafters lookup; done ;;
     # 64 requests at the default, split off and on.
-    concurrency_splitk) for v in off down off down; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.concurrency \
+    concurrency_splitk) for v in ${SPLITK_AB:-off down off down}; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.concurrency \
       --levels 64 --cases 0 --modes "lookup K=64 +prediction" && cp $RES/concurrency_cuda.json $RES/concurrency_sk${v}_$(date +%s).json; done ;;
     # The 0.5B's default apply run with PDL and the int8 lm_head both off and both on, one process each, in turn, twice.
     apply05_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.spec_decode \

@@ -13,7 +13,9 @@ the figures' fixed part. "TB/s" is the weight's bytes over the time.
     python -m bench.linear_small --down [--rows 16 64]
 
 `--down`: the projections a residual add + RMSNorm reads next (the MLP's down, the attention's o)
-with that norm, cuBLAS against kernels/split_k's partial sums added up by the norm, by tile.
+with that norm, cuBLAS against kernels/split_k's partial sums added up by the norm, by tile; the
+down projection from the gate/up projection's output, through a SiLU-and-mul launch or (gated
+split-K) with the SiLU-and-mul in the split kernel's loads.
 """
 
 from __future__ import annotations
@@ -64,18 +66,21 @@ def replay_floor_us() -> float:
 
 def down_and_norm(rows: int) -> None:
     from kernels.fused_ops import SplitSums
-    from kernels.fused_ops.fused import add_rms_norm_triton
+    from kernels.fused_ops.fused import add_rms_norm_triton, silu_and_mul_triton
     from kernels.split_k.partials import linear_partials
 
     g = torch.Generator(device="cuda").manual_seed(0)
     floor = replay_floor_us()
     out_rows, results = [], []
     for model, name, N, K in NORMED_SHAPES:
-        h = torch.randn(rows, K, device="cuda", generator=g, dtype=torch.bfloat16)
+        # the down projection reads the gate/up projection's [gate | up] through SiLU-and-mul
+        gated = name == "down"
+        h = torch.randn(rows, 2 * K if gated else K, device="cuda", generator=g, dtype=torch.bfloat16)
         w = torch.randn(N, K, device="cuda", generator=g, dtype=torch.bfloat16) / K**0.5
         res = torch.randn(rows, N, device="cuda", generator=g, dtype=torch.bfloat16)
         norm = torch.randn(N, device="cuda", generator=g, dtype=torch.bfloat16)
-        ref = add_rms_norm_triton(torch.nn.functional.linear(h, w), res, norm, 1e-6)[1]
+        act = (lambda: silu_and_mul_triton(h)) if gated else (lambda: h)
+        ref = add_rms_norm_triton(torch.nn.functional.linear(act(), w), res, norm, 1e-6)[1]
         mb = N * K * 2 / 1e6
 
         def add(engine, fn):
@@ -84,18 +89,24 @@ def down_and_norm(rows: int) -> None:
             out_rows.append([model, name, f"{N}x{K}", engine, us, mb / us, f"{err:.1e}"])
             results.append(dict(model=model, projection=name, N=N, K=K, rows=rows, engine=engine, us=us, err=err))
 
-        add("cuBLAS + add&norm", lambda: add_rms_norm_triton(torch.nn.functional.linear(h, w), res, norm, 1e-6))
-        for splits, block_n, block_k, stages in SPLIT_TILES:
+        silu = "SiLU-and-mul + " if gated else ""
+        add(f"{silu}cuBLAS + add&norm", lambda: add_rms_norm_triton(torch.nn.functional.linear(act(), w), res, norm, 1e-6))
+        for in_loads, (splits, block_n, block_k, stages) in itertools.product((False, True) if gated else (False,),
+                                                                              SPLIT_TILES):
             def fn():
-                parts = linear_partials(h, w, splits, block_n=block_n, block_k=block_k, num_stages=stages)
+                x = h if in_loads else act()
+                parts = linear_partials(x, w, splits, block_n=block_n, block_k=block_k, num_stages=stages,
+                                        gated=in_loads)
                 return add_rms_norm_triton(SplitSums(parts, h.dtype), res, norm, 1e-6)
             try:
-                add(f"split-K {splits} n{block_n} k{block_k} s{stages} + add&norm of the sums", fn)
+                add(f"{'' if in_loads else silu}split-K{' (SiLU in its loads)' if in_loads else ''} {splits} "
+                    f"n{block_n} k{block_k} s{stages} + add&norm of the sums", fn)
             except Exception as e:  # noqa: BLE001 (a tile out of resources: skip it)
                 print(f"skip {model} {name} {splits} {block_n} {block_k} {stages}: {type(e).__name__}: {e}"[:300])
         mine = [r for r in out_rows if r[:2] == [model, name]]
-        best = min(mine[1:], key=lambda r: r[4])
-        print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"], [mine[0], best]), flush=True)
+        best = [min((r for r in mine[1:] if ("SiLU in" in r[3]) == in_loads), key=lambda r: r[4])
+                for in_loads in ((False, True) if gated else (False,))]
+        print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"], [mine[0], *best]), flush=True)
     print(header(f"Down and o projections + residual add & RMSNorm at {rows} rows (bench.linear_small --down); "
                  f"a tiny kernel's replay: {floor:.1f} us"))
     print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"], out_rows))

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, get_args
 
 import torch
 
@@ -287,6 +287,8 @@ def check_graphs_match_eager(folder: Path, device: str, attention: str = "auto")
 
 
 def main(argv=None) -> None:
+    from engine.config import EngineConfig
+
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b", choices=sorted(SHAPES))
@@ -306,7 +308,7 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
-    ap.add_argument("--split-k", nargs="+", default=["off"], choices=["off", "down", "down+o"],
+    ap.add_argument("--split-k", nargs="+", default=["off"], choices=get_args(EngineConfig.model_fields["split_k"].annotation),
                     help="projections left as split-K sums the next norm adds up (EngineConfig.split_k)")
     ap.add_argument("--pdl", nargs="+", default=["off"], choices=["off", "on"],
                     help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")

@@ -75,7 +75,8 @@ class ModelRunner:
         if cfg.split_k != "off" and self.attention == "triton":
             from kernels.split_k import SplitK
 
-            self.model.set_split_k(SplitK(), tuple(cfg.split_k.split("+")))
+            parts = cfg.split_k.split("+")
+            self.model.set_split_k(SplitK(gated="act" in parts), tuple(parts))
         if cfg.packed_weights:
             self.model.pack_weights()  # the CPU's GEMMs; elsewhere a no-op
         # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its

@@ -57,14 +57,18 @@ class AttentionMetadata:
         return len(set(self.query_lens)) == 1
 
 
-def split_or_plain(linear: Linear, x: torch.Tensor, plan: SplitK | None) -> torch.Tensor | SplitSums:
-    """linear(x); or, in a step of at most plan.max_rows rows, its split-K partial sums, which the
-    residual add + RMSNorm after it adds up (kernels/split_k). Not where the rows must be
-    batch-invariant, the weight is packed for the CPU or the projection has a bias."""
+def split_or_plain(linear: Linear, x: torch.Tensor, plan: SplitK | None,
+                   act: SiluAndMul | None = None) -> torch.Tensor | SplitSums:
+    """linear(act(x)); or, in a step of at most plan.max_rows rows, its split-K partial sums, which
+    the residual add + RMSNorm after it adds up (kernels/split_k), with the SiLU-and-mul in the
+    split kernel's loads where the plan is gated. Not where the rows must be batch-invariant, the
+    weight is packed for the CPU or the projection has a bias."""
     if plan is not None and x.shape[0] <= plan.max_rows and not linear.batch_invariant and linear.packed is None \
             and linear.bias is None:
-        return plan(x, linear.weight)
-    return linear(x)
+        if act is not None and plan.gated:
+            return plan(x, linear.weight, gated=True)
+        return plan(x if act is None else act(x), linear.weight)
+    return linear(x if act is None else act(x))
 
 
 class Attention(nn.Module):
@@ -112,7 +116,7 @@ class MLP(nn.Module):
         self.split_k: SplitK | None = None  # CausalLM.set_split_k
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | SplitSums:
-        return split_or_plain(self.down_proj, self.act(self.gate_up_proj(x)), self.split_k)
+        return split_or_plain(self.down_proj, self.gate_up_proj(x), self.split_k, self.act)
 
 
 class DecoderLayer(nn.Module):
@@ -172,7 +176,8 @@ class CausalLM(nn.Module):
 
     def set_split_k(self, plan: SplitK | None, projections: tuple[str, ...] = ("down",)) -> None:
         """The projections named ("down": the MLP's, "o": the attention's) of steps of a few rows as
-        split-K partial sums added up by the norm after them (kernels/split_k); None: cuBLAS."""
+        split-K partial sums added up by the norm after them (kernels/split_k; a gated plan takes
+        the MLP's SiLU-and-mul into the down projection's loads); None: cuBLAS."""
         for layer in self.layers:
             layer.mlp.split_k = plan if "down" in projections else None
             layer.self_attn.split_k = plan if "o" in projections else None

@@ -17,6 +17,7 @@ import triton.language as tl
 
 from kernels.fused_ops.ref import SplitSums
 from kernels.pdl import pdl_options, release_next, wait_previous
+from kernels.tiles import silu_mul
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -92,12 +93,9 @@ def _silu_and_mul_kernel(x_ptr, out_ptr, I, stride_x, stride_o, BLOCK: tl.conste
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < I
-    gate = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-    up = tl.load(x_ptr + row * stride_x + I + cols, mask=mask, other=0.0).to(tl.float32)
-    # F.silu computes in fp32 and rounds to the model dtype; then the product rounds again.
-    act = (gate / (1.0 + tl.exp(-gate))).to(out_ptr.dtype.element_ty)
-    out = act.to(tl.float32) * up
-    tl.store(out_ptr + row * stride_o + cols, out.to(out_ptr.dtype.element_ty), mask=mask)
+    gate = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
+    up = tl.load(x_ptr + row * stride_x + I + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * stride_o + cols, silu_mul(gate, up), mask=mask)
 
 
 def silu_and_mul_triton(x: torch.Tensor, block: int = 1024) -> torch.Tensor:

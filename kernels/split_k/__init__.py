@@ -8,6 +8,7 @@ projection next, the residual add + RMSNorm (kernels/fused_ops `add_rms_norm`), 
 order, so the reduction costs no launch of its own.
 
     sums = SplitK(splits=4)(x, w)      # SplitSums: .parts [4, M, N] fp32, .total() ~ x @ w.T
+    SplitK()(gate_up, w, gated=True)   # ~ silu(gate) * up @ w.T: the MLP's SiLU-and-mul in the loads
 
 The Triton kernel is partials.py, imported where it runs (Triton's interpreter is chosen before
 its first import); the partial sums' type, SplitSums, is kernels/fused_ops's, whose norm reads it.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.fused_ops.ref import SplitSums
+from kernels.fused_ops.ref import SplitSums, silu_and_mul_ref
 
 
 def split_bounds(K: int, splits: int, block_k: int) -> list[tuple[int, int]]:
@@ -42,15 +43,21 @@ class SplitK:
     block_k: int = 128
     num_stages: int = 4
     max_rows: int = 64
+    gated: bool = False  # the MLP hands its down projection [gate | up], SiLU-and-mul done in the loads
 
-    def __call__(self, x: torch.Tensor, weight: torch.Tensor) -> SplitSums:
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> SplitSums:
+        """x @ weight.T as partial sums; gated: x is [gate | up] and the product silu(gate) * up @ weight.T."""
         from kernels.split_k.partials import linear_partials
 
-        parts = linear_partials(x, weight, self.splits, self.block_n, self.block_k, num_stages=self.num_stages)
+        parts = linear_partials(x, weight, self.splits, self.block_n, self.block_k, num_stages=self.num_stages,
+                                gated=gated)
         return SplitSums(parts, x.dtype)
 
 
-def linear_partials_ref(x: torch.Tensor, weight: torch.Tensor, splits: int, block_k: int = 128) -> torch.Tensor:
+def linear_partials_ref(x: torch.Tensor, weight: torch.Tensor, splits: int, block_k: int = 128,
+                        gated: bool = False) -> torch.Tensor:
     """The same partial sums with torch, in fp32."""
+    if gated:
+        x = silu_and_mul_ref(x)
     return torch.stack([x[:, lo:hi].float() @ weight[:, lo:hi].float().T
                         for lo, hi in split_bounds(x.shape[1], splits, block_k)])
