@@ -276,7 +276,7 @@ job() {
     down_splitk) $t 400 python3 -m bench.linear_small --down --rows 16 64 ;;
     # The step with the down (and o) projections split or not (each engine in its own process); K=16 and 64 at 4k.
     steps_splitk05|steps_splitk15) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b \
-      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+act down+act+o ;;
+      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+act down+act+o --profile ;;
     # The 0.5B's default apply run with the down projection split off and on, one process each, in turn, twice
     # (SPLITK_AB="off down+act off down+act" at the queue call: other variants).
     apply05_splitk) for v in ${SPLITK_AB:-off down off down}; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.spec_decode \

@@ -8,7 +8,7 @@ ahead": launched as soon as the step before is read back, its inputs staged mean
 engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
 
-Each engine (a variant -- graphs or eager, attention, int8 head, PDL, packed weights -- at one
+Each engine (a variant -- graphs or eager, attention, int8 head, PDL, split-K, packed weights -- at one
 verify block of --k) is timed, then profiled, in a fresh process of its own, on the same random
 weights: a step timed after another engine ran in the process reads slow (bench/HISTORY.md,
 "Profiled, then timed"). `--one-process` for all in one.
@@ -303,7 +303,7 @@ def main(argv=None) -> None:
     ap.add_argument("--no-checks", action="store_true", help="skip the graph-versus-eager checks")
     ap.add_argument("--kernels", action="store_true", help="CUDA: also count kernels per eager verify step")
     ap.add_argument("--profile", action="store_true",
-                    help="CUDA: GPU time per kernel family of a step (K=16, first context), graphs and eager")
+                    help="CUDA: GPU time per kernel family of a step (each block of --k, first context), graphs and eager")
     ap.add_argument("--beside", choices=sorted(SHAPES), help="CUDA: a draft model of this shape drafting beside "
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
@@ -353,7 +353,7 @@ def variants_of(args, cuda: bool) -> list[Variant]:
 
 def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
     """One variant's timings with verify blocks of `verify` (and K=1 where it is the first of
-    --k), then, for the first, its kernel counts and profile if asked: {"pid", "steps": [{engine,
+    --k), then its kernel counts and profile at `verify` if asked: {"pid", "steps": [{engine,
     context, k, ms}], "kernels", "profile", "gaps"}."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
@@ -377,9 +377,9 @@ def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
             print(f"  {name}, planned ahead, context {ctx}, K={verify}: {ms:.3f} ms", flush=True)
     # The profiler after the timings: a step timed after another engine was profiled in the process
     # read long, every gap between its kernels longer (bench/HISTORY.md, "Profiled, then timed").
-    if cuda and first and args.kernels and eager:
+    if cuda and args.kernels and eager:
         out["kernels"] = kernels_per_step(eng, args.contexts[0], verify)
-    if cuda and first and args.profile:
+    if cuda and args.profile:
         out["profile"], out["gaps"] = gpu_time_per_step(eng, args.contexts[0], verify)
     return out
 
@@ -438,20 +438,21 @@ def run(args, argv: list[str], tmp: Path) -> None:
     rows = [[st["engine"], st["context"], st["k"], st["ms"], st["ms"] / floor_ms, st["k"] / st["ms"] * 1000]
             for st in results["steps"]]
     kernel_rows, profile_rows, gap_rows = [], [], []
-    for (variant, _), part in zip(runs, parts):
+    for (variant, verify), part in zip(runs, parts):
+        label = f"{variant.name}, K={verify}"
         if "kernels" in part:
             counts = part["kernels"]
-            kernel_rows.append([variant.name, sum(counts.values()),
+            kernel_rows.append([label, sum(counts.values()),
                                 ", ".join(f"{n} {c}" for n, c in list(counts.items())[:8])])
-            results.setdefault("kernels", {})[variant.name] = counts
+            results.setdefault("kernels", {})[label] = counts
         if "profile" in part:
             prof, gaps = part["profile"], part["gaps"]
-            profile_rows.append([variant.name, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
+            profile_rows.append([label, f"{prof['wall']:.0f}", f"{prof['busy']:.0f}",
                                  ", ".join(f"{n} {t:.0f}" for n, t in list(prof.items())[:8])])
-            gap_rows.append([variant.name, f"{sum(gaps.values()):.0f}",
+            gap_rows.append([label, f"{sum(gaps.values()):.0f}",
                              ", ".join(f"{n} {t:.0f}" for n, t in list(gaps.items())[:8])])
-            results.setdefault("profile", {})[variant.name] = prof
-            results.setdefault("gaps", {})[variant.name] = gaps
+            results.setdefault("profile", {})[label] = prof
+            results.setdefault("gaps", {})[label] = gaps
     if not args.no_hf:
         import transformers
 
@@ -466,10 +467,10 @@ def run(args, argv: list[str], tmp: Path) -> None:
           + ("each engine in its own process\n" if apart else "one process\n"))
     print(table(["engine", "context", "K", "ms/step", "x floor", "tokens/s if all K accepted"], rows))
     if kernel_rows:
-        print(f"\nKernels per eager verify step (K={args.k[0]}, context {args.contexts[0]}; a graph replays the same):\n")
+        print(f"\nKernels per eager verify step (context {args.contexts[0]}; a graph replays the same):\n")
         print(table(["engine", "kernels", "most launched"], kernel_rows))
     if profile_rows:
-        print(f"\nGPU time per verify step, us (K={args.k[0]}, context {args.contexts[0]}; busy = kernels' sum, wall = step"
+        print(f"\nGPU time per verify step, us (context {args.contexts[0]}; busy = kernels' sum, wall = step"
               + (")" if apart or len(profile_rows) == 1 else "; after the first row, wall and gaps are taken where the "
                  "profiler has run: compare busy)") + ":\n")
         print(table(["engine", "wall", "busy", "by kernel family"], profile_rows))
