@@ -275,7 +275,7 @@ job() {
     # The down projection + add & norm alone: cuBLAS against split-K sums added up by the norm (kernels/split_k).
     down_splitk) $t 400 python3 -m bench.linear_small --down --rows 16 64 ;;
     # The step with the down (and o) projections split or not (each engine in its own process); K=16 and 64 at 4k.
-    steps_splitk05|steps_splitk15) $t 300 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b \
+    steps_splitk05|steps_splitk15) $t 560 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b \
       --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+act down+act+o --profile ;;
     # The 0.5B's default apply run with the down projection split off and on, one process each, in turn, twice
     # (SPLITK_AB="off down+act off down+act" at the queue call: other variants).
