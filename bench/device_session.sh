@@ -20,14 +20,11 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Next lease, first: splitk_tests steps_splitk05 down_splitk steps_splitk15 (no model needed: the split-K down/o projections,
-# the SiLU-and-mul in the split kernel's loads or not); if they pay, pull05 apply05_splitk concurrency_splitk
-# (pull15: apply15_splitk), with SPLITK_AB naming the variant that paid.
 # Issue 35's batch, on an H200 when one is lent: stepsK64 pull05 apply05_default concurrency_default_ab
 # equal_default_inv rag_default (then pull15: apply15_default).
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout2, steps_ab, concurrency05_ab1,
-# attention_prefill, linear_small, splitk_tests, down_splitk, steps_splitk05, steps_splitk15, apply05_splitk, apply15_splitk, concurrency_splitk, steps_fresh05, steps_fresh15, apply05_switches, concurrency_switches, int8_gaps05, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
+# attention_prefill, linear_small, steps_fresh05, steps_fresh15, apply05_switches, concurrency_switches, int8_gaps05, pull05, spec60, apply60, ahead60, ahead15, apply15_ab, kl, needle,
 # apply_train, pull15, drafters, drafters_lh, drafters60, concurrency, concurrency_short, draft_tokens, beside, drafters_ahead,
 # beside_old, hybrid_old (an older tree carried in .old/), heads_train, heads_drafters, heads_noshort, heads_drafters60,
 # heads_concurrency, heads_full, heads_ragchat, heads_concurrency4, heads_train_answers,
@@ -272,24 +269,6 @@ job() {
     # The step's switches (each variant in its own process): plain, PDL, the int8 lm_head, both; twice; K=16 and 64 at 4k.
     steps_fresh05|steps_fresh15) for i in 1 2; do $t 400 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b \
       --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --pdl off on --int8-head off on; done ;;
-    # The split-K kernels' tests, natively (CI runs them in Triton's interpreter).
-    splitk_tests) $t 300 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_split_k.py ;;
-    # The down projection + add & norm alone: cuBLAS against split-K sums added up by the norm (kernels/split_k).
-    down_splitk) $t 400 python3 -m bench.linear_small --down --rows 16 64 ;;
-    # The step with the down (and o) projections split or not (each engine in its own process); K=16 and 64 at 4k.
-    steps_splitk05|steps_splitk15) $t 560 python3 -m bench.step_time --shape qwen2.5-coder-${1: -2:1}.${1: -1}b \
-      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --split-k off down down+act down+act+o --profile ;;
-    # The 0.5B's default apply run with the down projection split off and on, one process each, in turn, twice
-    # (SPLITK_AB="off down+act off down+act" at the queue call: other variants).
-    apply05_splitk) for v in ${SPLITK_AB:-off down off down}; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.spec_decode \
-      --limit 0 --no-hf --no-vllm --plot $RES/apply05_sk$v --configs "lookup K=64 +prediction" \
-      && cp $RES/spec_decode_cuda.json $RES/apply05_sk${v}_$(date +%s).json; done ;;
-    # The 1.5B's default apply run the same way.
-    apply15_splitk) for v in ${SPLITK_AB:-off down off down}; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.drafters --limit 60 \
-      --max-tokens 2048 --workloads apply --drafters lookup; done ;;
-    # 64 requests at the default, split off and on.
-    concurrency_splitk) for v in ${SPLITK_AB:-off down off down}; do EDITAPPLY_SPLIT_K=$v $t 200 python3 -m bench.concurrency \
-      --levels 64 --cases 0 --modes "lookup K=64 +prediction" && cp $RES/concurrency_cuda.json $RES/concurrency_sk${v}_$(date +%s).json; done ;;
     # The 0.5B's default apply run with PDL and the int8 lm_head both off and both on, one process each, in turn, twice.
     apply05_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.spec_decode \
       --limit 0 --no-hf --no-vllm --plot $RES/apply05_sw$v --configs "lookup K=64 +prediction" \

@@ -10,12 +10,6 @@ CUDA graph and timed with triton.testing.do_bench, which flushes the L2 cache be
 the figures' fixed part. "TB/s" is the weight's bytes over the time.
 
     python -m bench.linear_small [--rows 16]
-    python -m bench.linear_small --down [--rows 16 64]
-
-`--down`: the projections a residual add + RMSNorm reads next (the MLP's down, the attention's o)
-with that norm, cuBLAS against kernels/split_k's partial sums added up by the norm, by tile; the
-down projection from the gate/up projection's output, through a SiLU-and-mul launch or (gated
-split-K) with the SiLU-and-mul in the split kernel's loads.
 """
 
 from __future__ import annotations
@@ -50,77 +44,19 @@ def triton_linear(x, w, bias, block_n: int, block_k: int, warps: int, stages: in
     return out
 
 
-# The projections a residual add + RMSNorm reads next, the MLP's down and the attention's o (N x K):
-# cuBLAS (which splits K for the down projection and reduces in a kernel of its own) against
-# kernels/split_k's partial sums added up by the norm.
-NORMED_SHAPES = [("0.5B", "down", 896, 4864), ("1.5B", "down", 1536, 8960), ("0.5B", "o", 896, 896),
-               ("1.5B", "o", 1536, 1536)]
-SPLIT_TILES = list(itertools.product((2, 4, 8), (32, 64), (128, 256), (4,)))  # splits, BLOCK_N, BLOCK_K, stages
-
-
 def replay_floor_us() -> float:
     """A tiny kernel's replay, timed as the projections are: the fixed part of every figure."""
     tiny = torch.zeros(1024, device="cuda")
     return bench_us(lambda: tiny.add_(1))
 
 
-def down_and_norm(rows: int) -> None:
-    from kernels.fused_ops import SplitSums
-    from kernels.fused_ops.fused import add_rms_norm_triton, silu_and_mul_triton
-    from kernels.split_k.partials import linear_partials
-
-    g = torch.Generator(device="cuda").manual_seed(0)
-    floor = replay_floor_us()
-    out_rows, results = [], []
-    for model, name, N, K in NORMED_SHAPES:
-        # the down projection reads the gate/up projection's [gate | up] through SiLU-and-mul
-        gated = name == "down"
-        h = torch.randn(rows, 2 * K if gated else K, device="cuda", generator=g, dtype=torch.bfloat16)
-        w = torch.randn(N, K, device="cuda", generator=g, dtype=torch.bfloat16) / K**0.5
-        res = torch.randn(rows, N, device="cuda", generator=g, dtype=torch.bfloat16)
-        norm = torch.randn(N, device="cuda", generator=g, dtype=torch.bfloat16)
-        act = (lambda: silu_and_mul_triton(h)) if gated else (lambda: h)
-        ref = add_rms_norm_triton(torch.nn.functional.linear(act(), w), res, norm, 1e-6)[1]
-        mb = N * K * 2 / 1e6
-
-        def add(engine, fn):
-            err = ((fn()[1].float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-            us = bench_us(fn)
-            out_rows.append([model, name, f"{N}x{K}", engine, us, mb / us, f"{err:.1e}"])
-            results.append(dict(model=model, projection=name, N=N, K=K, rows=rows, engine=engine, us=us, err=err))
-
-        silu = "SiLU-and-mul + " if gated else ""
-        add(f"{silu}cuBLAS + add&norm", lambda: add_rms_norm_triton(torch.nn.functional.linear(act(), w), res, norm, 1e-6))
-        for in_loads, (splits, block_n, block_k, stages) in itertools.product((False, True) if gated else (False,),
-                                                                              SPLIT_TILES):
-            def fn():
-                x = h if in_loads else act()
-                parts = linear_partials(x, w, splits, block_n=block_n, block_k=block_k, num_stages=stages,
-                                        gated=in_loads)
-                return add_rms_norm_triton(SplitSums(parts, h.dtype), res, norm, 1e-6)
-            try:
-                add(f"{'' if in_loads else silu}split-K{' (SiLU in its loads)' if in_loads else ''} {splits} "
-                    f"n{block_n} k{block_k} s{stages} + add&norm of the sums", fn)
-            except Exception as e:  # noqa: BLE001 (a tile out of resources: skip it)
-                print(f"skip {model} {name} {splits} {block_n} {block_k} {stages}: {type(e).__name__}: {e}"[:300])
-        mine = [r for r in out_rows if r[:2] == [model, name]]
-        best = [min((r for r in mine[1:] if ("SiLU in" in r[3]) == in_loads), key=lambda r: r[4])
-                for in_loads in ((False, True) if gated else (False,))]
-        print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"], [mine[0], *best]), flush=True)
-    print(header(f"Down and o projections + residual add & RMSNorm at {rows} rows (bench.linear_small --down); "
-                 f"a tiny kernel's replay: {floor:.1f} us"))
-    print(table(["model", "projection", "N x K", "engine", "us", "TB/s", "err"], out_rows))
-    save_json(f"linear_small_down{rows}.json", {"rows": rows, "tiny_kernel_us": floor, "points": results})
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, nargs="+", default=[16])
-    ap.add_argument("--down", action="store_true", help="the down and o projections with the norm after them instead")
     args = ap.parse_args(argv)
     assert torch.cuda.is_available(), "a CUDA device is needed"
     for rows in args.rows:
-        (down_and_norm if args.down else small_projections)(rows)
+        small_projections(rows)
 
 
 def small_projections(rows: int) -> None:

@@ -8,7 +8,7 @@ ahead": launched as soon as the step before is read back, its inputs staged mean
 engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
 
-Each engine (a variant -- graphs or eager, attention, int8 head, PDL, split-K, packed weights -- at one
+Each engine (a variant -- graphs or eager, attention, int8 head, PDL, packed weights -- at one
 verify block of --k) is timed, then profiled, in a fresh process of its own, on the same random
 weights: a step timed after another engine ran in the process reads slow (bench/HISTORY.md,
 "Profiled, then timed"). `--one-process` for all in one.
@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple, get_args
+from typing import NamedTuple
 
 import torch
 
@@ -287,8 +287,6 @@ def check_graphs_match_eager(folder: Path, device: str, attention: str = "auto")
 
 
 def main(argv=None) -> None:
-    from engine.config import EngineConfig
-
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b", choices=sorted(SHAPES))
@@ -308,8 +306,6 @@ def main(argv=None) -> None:
                     "the target's step (module docstring); only those timings")
     ap.add_argument("--int8-head", nargs="+", default=["off"], choices=["off", "on"],
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
-    ap.add_argument("--split-k", nargs="+", default=["off"], choices=get_args(EngineConfig.model_fields["split_k"].annotation),
-                    help="projections left as split-K sums the next norm adds up (EngineConfig.split_k)")
     ap.add_argument("--pdl", nargs="+", default=["off"], choices=["off", "on"],
                     help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
@@ -334,7 +330,6 @@ class Variant(NamedTuple):
     int8_head: bool
     packed: bool
     pdl: bool
-    split_k: str
 
 
 def variants_of(args, cuda: bool) -> list[Variant]:
@@ -344,11 +339,9 @@ def variants_of(args, cuda: bool) -> list[Variant]:
     if not cuda:
         bases = [(f"ours, {impl}", True, impl) for impl in args.attention]
     return [Variant(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
-                    + (", PDL" if pdl == "on" else "") + (f", split-K {sk}" if sk != "off" else ""),
-                    eager, impl, i8 == "on", pw == "on", pdl == "on", sk)
+                    + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
             for name, eager, impl in bases for i8 in args.int8_head
-            for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])
-            for sk in args.split_k]
+            for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
 
 
 def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
@@ -363,8 +356,7 @@ def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
     eng = LLMEngine(EngineConfig(
         model=str(folder), device="cuda" if cuda else "cpu", enforce_eager=eager,
         max_model_len=max(args.contexts) + 64, max_num_seqs=1, attention=variant.impl,
-        int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, split_k=variant.split_k,
-        verify_tokens=verify))
+        int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, verify_tokens=verify))
     out: dict = {"pid": os.getpid(), "steps": []}
     for ctx in args.contexts:
         for k in (1, verify) if first else (verify,):

@@ -94,11 +94,6 @@ class EngineConfig(EnvSettings):
     int8_head: bool = Field(False, description=(
         "int8 weight-only embeddings and lm_head, per-row scales (kernels/int8_linear; the Triton kernel on "
         "CUDA, the chunked reference elsewhere). Off: see README's config table for why"))
-    split_k: Literal["off", "down", "down+o", "down+act", "down+act+o"] = Field("off", description=(
-        "steps of up to 64 rows: the MLP's down projection (and with +o the attention's o) as split-K "
-        "partial sums that the residual add + RMSNorm after it adds up (kernels/split_k; where the Triton "
-        "kernels run), not cuBLAS's GEMM (with its own split-K reduction for the down projection); +act: "
-        "the SiLU-and-mul before it done in the split kernel's loads | off | down | down+o | down+act | down+act+o"))
     pdl: bool = Field(False, description=(
         "CUDA sm_90+: our Triton kernels launched with programmatic dependent launch, each scheduled while the "
         "kernel before it finishes and waiting for it on the GPU (kernels/pdl.py); off elsewhere"))

@@ -72,11 +72,6 @@ class ModelRunner:
             self.model.set_batch_invariant(True)
         if cfg.int8_head:
             self.model.quantize_head("triton" if self.device.type == "cuda" else "ref")
-        if cfg.split_k != "off" and self.attention == "triton":
-            from kernels.split_k import SplitK
-
-            parts = cfg.split_k.split("+")
-            self.model.set_split_k(SplitK(gated="act" in parts), tuple(parts))
         if cfg.packed_weights:
             self.model.pack_weights()  # the CPU's GEMMs; elsewhere a no-op
         # Greedy tokens are taken among the first vocab_limit ids (a draft model proposes only ids its

@@ -1,14 +1,11 @@
 """The K-loop of one output tile of x[M, K] @ w[N, K].T, shared by the Triton linears
-(kernels/invariant_linear, kernels/int8_linear, kernels/split_k), and their dot options.
+(kernels/invariant_linear, kernels/int8_linear), and their dot options.
 
 A program of the grid (N blocks, M blocks) sums its [BLOCK_M, BLOCK_N] tile over K in BLOCK_K
 chunks, first to last, into an fp32 accumulator; rows past M and columns past N load as zeros.
 The weight is cast to x's dtype in registers (exact for int8 weights, |q| <= 127; a no-op for a
 weight of x's dtype). DOT_FP32: both operands go to fp32 first, where Triton's interpreter
 multiplies bf16 wrongly (fp32 holds bf16 and int8 exactly, so the sums are the same).
-GATED: x is a SwiGLU MLP's [gate | up] (`up` UP columns after `gate`) and the tile's left operand
-is silu(gate) * up, rounded as kernels/fused_ops's SiLU-and-mul rounds it, so that a down
-projection reads the gate/up projection's output with no SiLU-and-mul launch between them.
 """
 
 from __future__ import annotations
@@ -27,32 +24,19 @@ def dot_options(x: torch.Tensor) -> dict:
 
 
 @triton.jit
-def silu_mul(gate, up):
-    """silu(gate) * up in gate's dtype: silu in fp32 rounded to it (as F.silu), then the product
-    in fp32 rounded again (kernels/fused_ops/fused.py's SiLU-and-mul calls this too)."""
-    act = (gate.to(tl.float32) / (1.0 + tl.exp(-gate.to(tl.float32)))).to(gate.dtype)
-    return (act.to(tl.float32) * up.to(tl.float32)).to(gate.dtype)
-
-
-@triton.jit
-def dot_tile(x_ptr, w_ptr, M, N, K_LO, K_HI, stride_xm, stride_wn,
+def dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-             DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, GATED: tl.constexpr = False, UP=0):
-    """(acc [BLOCK_M, BLOCK_N] fp32, its rows rm, its columns rn) of this program's tile, summed
-    over K in [K_LO, K_HI) (0 and K but for a split of K); GATED: of silu(gate) * up (above)."""
+             DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+    """(acc [BLOCK_M, BLOCK_N] fp32, its rows rm, its columns rn) of this program's tile."""
     pid_n, pid_m = tl.program_id(0), tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(K_LO, K_HI, BLOCK_K):
+    for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
-        x_mask = (rm[:, None] < M) & (kk[None, :] < K_HI)
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=x_mask, other=0)
-        if GATED:
-            x = silu_mul(x, tl.load(x_ptr + rm[:, None] * stride_xm + UP + kk[None, :], mask=x_mask, other=0))
-        w = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < K_HI),
-                    other=0)
+        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0)
+        w = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < K), other=0)
         if DOT_FP32:
             x, w = x.to(tl.float32), w.to(tl.float32)
         else:

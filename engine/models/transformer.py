@@ -11,7 +11,6 @@ logits. Projections are fused (q|k|v and gate|up), and each residual add rides i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -27,11 +26,8 @@ from engine.models.layers import (
     pack_weight,
     rows_matmul,
 )
-from kernels.fused_ops import SplitSums, rotary, rotary_to_cache
+from kernels.fused_ops import rotary, rotary_to_cache
 from kernels.paged_attention import paged_attention
-
-if TYPE_CHECKING:
-    from kernels.split_k import SplitK
 
 
 @dataclass
@@ -57,20 +53,6 @@ class AttentionMetadata:
         return len(set(self.query_lens)) == 1
 
 
-def split_or_plain(linear: Linear, x: torch.Tensor, plan: SplitK | None,
-                   act: SiluAndMul | None = None) -> torch.Tensor | SplitSums:
-    """linear(act(x)); or, in a step of at most plan.max_rows rows, its split-K partial sums, which
-    the residual add + RMSNorm after it adds up (kernels/split_k), with the SiLU-and-mul in the
-    split kernel's loads where the plan is gated. Not where the rows must be batch-invariant, the
-    weight is packed for the CPU or the projection has a bias."""
-    if plan is not None and x.shape[0] <= plan.max_rows and not linear.batch_invariant and linear.packed is None \
-            and linear.bias is None:
-        if act is not None and plan.gated:
-            return plan(x, linear.weight, gated=True)
-        return plan(x if act is None else act(x), linear.weight)
-    return linear(x if act is None else act(x))
-
-
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -85,9 +67,8 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.impl = "ref"  # or "triton", for attention and RoPE; CausalLM.set_kernel_impl
         self.batch_invariant = False  # CausalLM.set_batch_invariant
-        self.split_k: SplitK | None = None  # CausalLM.set_split_k
 
-    def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor | SplitSums:
+    def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
         T = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(T, self.num_heads, self.head_dim)  # [T, H, D]
@@ -104,7 +85,7 @@ class Attention(nn.Module):
             q, kv, meta.slot_tables, meta.q_positions, meta.query_lens, meta.context_lens, self.scale,
             self.sliding_window, query_starts=meta.query_starts, impl=self.impl, invariant=self.batch_invariant,
         )  # [T, H, D]
-        return split_or_plain(self.o_proj, out.reshape(T, self.q_size), self.split_k)
+        return self.o_proj(out.reshape(T, self.q_size))
 
 
 class MLP(nn.Module):
@@ -113,10 +94,9 @@ class MLP(nn.Module):
         self.gate_up_proj = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.act = SiluAndMul()
-        self.split_k: SplitK | None = None  # CausalLM.set_split_k
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor | SplitSums:
-        return split_or_plain(self.down_proj, self.gate_up_proj(x), self.split_k, self.act)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.gate_up_proj(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -173,14 +153,6 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, Linear)):
                 module.batch_invariant = on
-
-    def set_split_k(self, plan: SplitK | None, projections: tuple[str, ...] = ("down",)) -> None:
-        """The projections named ("down": the MLP's, "o": the attention's) of steps of a few rows as
-        split-K partial sums added up by the norm after them (kernels/split_k; a gated plan takes
-        the MLP's SiLU-and-mul into the down projection's loads); None: cuBLAS."""
-        for layer in self.layers:
-            layer.mlp.split_k = plan if "down" in projections else None
-            layer.self_attn.split_k = plan if "o" in projections else None
 
     def pack_weights(self) -> None:
         """Pack the linear layers' weights for the CPU's GEMMs (layers.pack_weight), and a packed

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from kernels.fused_ops.ref import (SplitSums, add_rms_norm_ref, apply_rope_ref, rotary_ref, rotary_to_cache_ref,
-                                   silu_and_mul_ref)
+from kernels.fused_ops.ref import add_rms_norm_ref, apply_rope_ref, rotary_ref, rotary_to_cache_ref, silu_and_mul_ref
 
 
-def add_rms_norm(x: torch.Tensor | SplitSums, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
                  impl: str = "ref") -> tuple[torch.Tensor, torch.Tensor]:
-    """(weight * rmsnorm(x + residual), x + residual); with residual None, (weight * rmsnorm(x), x).
-    x may be a projection's SplitSums (with a residual): added up first, in split order."""
+    """(weight * rmsnorm(x + residual), x + residual); with residual None, (weight * rmsnorm(x), x)."""
     if impl == "triton":
         from kernels.fused_ops.fused import add_rms_norm_triton
 
@@ -55,5 +53,5 @@ def rotary_to_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torc
     return rotary_to_cache_ref(q, k, v, cos, sin, k_cache, v_cache, slots)
 
 
-__all__ = ["SplitSums", "add_rms_norm", "add_rms_norm_ref", "apply_rope_ref", "rotary", "rotary_ref", "rotary_to_cache",
+__all__ = ["add_rms_norm", "add_rms_norm_ref", "apply_rope_ref", "rotary", "rotary_ref", "rotary_to_cache",
            "rotary_to_cache_ref", "silu_and_mul", "silu_and_mul_ref"]

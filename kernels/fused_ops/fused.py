@@ -15,29 +15,21 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.fused_ops.ref import SplitSums
 from kernels.pdl import pdl_options, release_next, wait_previous
-from kernels.tiles import silu_mul
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
 def _add_rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, N, eps,
-                         stride_x, stride_r, stride_o, stride_ro, stride_xs,
-                         HAS_RESIDUAL: tl.constexpr, SPLITS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+                         stride_x, stride_r, stride_o, stride_ro,
+                         HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
     wait_previous(PDL)
     release_next(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
-    if SPLITS:  # x as fp32 partial sums [SPLITS, M, N] (kernels/split_k): added in split order, then rounded
-        acc = tl.zeros([BLOCK], tl.float32)
-        for s in tl.static_range(SPLITS):
-            acc += tl.load(x_ptr + s * stride_xs + row * stride_x + cols, mask=mask, other=0.0)
-        x = acc.to(out_ptr.dtype.element_ty)
-    else:
-        x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
     if HAS_RESIDUAL:
         r = tl.load(res_ptr + row * stride_r + cols, mask=mask, other=0.0)
         # The sum is the new residual stream, rounded to the model dtype as ref.py's `x + residual`.
@@ -52,14 +44,9 @@ def _add_rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, N, eps,
     tl.store(out_ptr + row * stride_o + cols, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def add_rms_norm_triton(x: torch.Tensor | SplitSums, residual: torch.Tensor | None, weight: torch.Tensor,
+def add_rms_norm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
                         eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """x, residual [..., N], weight [N], all in one dtype -> (normed [..., N], x + residual). x may
-    be a projection's SplitSums instead (residual's shape; weight's dtype once added up)."""
-    parts = x.parts if isinstance(x, SplitSums) else None
-    if parts is not None:
-        assert residual is not None and parts.dtype == torch.float32 and parts.stride(2) == 1, (parts.dtype, parts.stride())
-        x = residual  # the shape and dtype of the sum; its values come from the parts
+    """x, residual [..., N], weight [N], all in one dtype -> (normed [..., N], x + residual)."""
     N = x.shape[-1]
     x2 = x.reshape(-1, N)  # [M, N], a view unless the leading dims are strided
     assert x.dtype in DTYPES and x2.stride(1) == 1, (x.dtype, x2.stride())
@@ -73,14 +60,10 @@ def add_rms_norm_triton(x: torch.Tensor | SplitSums, residual: torch.Tensor | No
         r2 = residual.reshape(-1, N)
         assert r2.stride(1) == 1, r2.stride()
         res_out = torch.empty(M, N, dtype=x.dtype, device=x.device)
-    if parts is not None:
-        assert parts.shape[1:] == (M, N), (parts.shape, M, N)
-        x2 = parts
     _add_rms_norm_kernel[(M,)](
         x_ptr=x2, res_ptr=r2, w_ptr=weight, out_ptr=out, res_out_ptr=res_out, N=N, eps=eps,
-        stride_x=x2.stride(-2), stride_r=r2.stride(0), stride_o=out.stride(0), stride_ro=res_out.stride(0),
-        stride_xs=parts.stride(0) if parts is not None else 0, HAS_RESIDUAL=residual is not None,
-        SPLITS=parts.shape[0] if parts is not None else 0, BLOCK=triton.next_power_of_2(N), **pdl_options(weight),
+        stride_x=x2.stride(0), stride_r=r2.stride(0), stride_o=out.stride(0), stride_ro=res_out.stride(0),
+        HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(N), **pdl_options(x),
     )
     if residual is None:
         return out.view(x.shape), x
@@ -93,9 +76,12 @@ def _silu_and_mul_kernel(x_ptr, out_ptr, I, stride_x, stride_o, BLOCK: tl.conste
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < I
-    gate = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
-    up = tl.load(x_ptr + row * stride_x + I + cols, mask=mask, other=0.0)
-    tl.store(out_ptr + row * stride_o + cols, silu_mul(gate, up), mask=mask)
+    gate = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(x_ptr + row * stride_x + I + cols, mask=mask, other=0.0).to(tl.float32)
+    # F.silu computes in fp32 and rounds to the model dtype; then the product rounds again.
+    act = (gate / (1.0 + tl.exp(-gate))).to(out_ptr.dtype.element_ty)
+    out = act.to(tl.float32) * up
+    tl.store(out_ptr + row * stride_o + cols, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def silu_and_mul_triton(x: torch.Tensor, block: int = 1024) -> torch.Tensor:

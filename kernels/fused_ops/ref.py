@@ -6,30 +6,12 @@ path is bit-identical to the unfused model: same ops, same dtypes, same cast poi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
 
-@dataclass(frozen=True)
-class SplitSums:
-    """A projection's output left as fp32 partial sums over runs of K, [splits, M, N]
-    (kernels/split_k), for the op that reads it next to add up, in split order, and round to the
-    model dtype `dtype`."""
-
-    parts: torch.Tensor
-    dtype: torch.dtype
-
-    def total(self) -> torch.Tensor:
-        out = self.parts[0]
-        for part in self.parts[1:]:
-            out = out + part
-        return out.to(self.dtype)
-
-
 def add_rms_norm_ref(
-    x: torch.Tensor | SplitSums,  # [..., N] in the model dtype, or a projection's partial sums
+    x: torch.Tensor,  # [..., N] in the model dtype
     residual: torch.Tensor | None,  # [..., N] the residual stream, or None (plain RMSNorm)
     weight: torch.Tensor,  # [N] in the model dtype
     eps: float,
@@ -37,8 +19,6 @@ def add_rms_norm_ref(
     """vLLM's fused residual add + RMSNorm: residual = x + residual in the model dtype, then
     weight * rmsnorm(residual). Normalize in fp32 and cast back before the weight, as the reference
     implementations do. With residual None it is a plain RMSNorm and the residual is x itself."""
-    if isinstance(x, SplitSums):
-        x = x.total().view(residual.shape)
     if residual is not None:
         x = x + residual
     dtype = x.dtype

@@ -23,7 +23,7 @@ def _linear_int8_kernel(x_ptr, q_ptr, scale_ptr, out_ptr, M, N, K,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                         DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
     wait_previous(PDL)
-    acc, rm, rn = dot_tile(x_ptr, q_ptr, M, N, 0, K, stride_xm, stride_qn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
+    acc, rm, rn = dot_tile(x_ptr, q_ptr, M, N, K, stride_xm, stride_qn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     s = tl.load(scale_ptr + rn, mask=rn < N, other=0.0)
     acc = acc * s[None, :]
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))

@@ -29,7 +29,7 @@ def _linear_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, stride_xm, stride_w
                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
     wait_previous(PDL)
-    acc, rm, rn = dot_tile(x_ptr, w_ptr, M, N, 0, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
+    acc, rm, rn = dot_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_FP32, PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
