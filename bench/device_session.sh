@@ -20,7 +20,7 @@
 #   bench/device_session.sh stop_filler      end the running filler job and skip the rest
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
-# Next lease, first: attention_layout64 (no model needed). Issue 35's batch, on an H200 when one is lent: stepsK64 pull05 apply05_default concurrency_default_ab
+# Issue 35's batch, on an H200 when one is lent: stepsK64 pull05 apply05_default concurrency_default_ab
 # equal_default_inv rag_default (then pull15: apply15_default).
 # Jobs (logs and JSON in /root/results): stepsK64, apply05_default, concurrency_default, concurrency_default_ab, equal_default_inv,
 # apply15_default, workloads15_default, rag_default, stepsK, applyK05, applyK05b, applyK15, applyK15b, concurrencyK, concurrencyK32, concurrencyK48, equalK_inv, kernels, kernels_engine, before, step05, check05, step15, step7, steps_ahead, profile, profile_graphs, attention_layout, attention_layout64, attention_layout2, steps_ab, concurrency05_ab1,
@@ -89,7 +89,7 @@ job() {
       --no-hf --no-eager --no-checks --profile; done ;;
     # The attention kernel's layouts at the batch-1 verify shapes (rows per program x splits, then tiles).
     attention_layout) $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 4096 --k 16 ;;
-    # The default block's attention (64 queries: the family that grows most from 16 rows to 64), then the step's profile.
+    # The default block's attention (64 queries: the family that grows most from 16 rows to 64).
     attention_layout64) $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 4096 --k 64 ;;
     # Graph step times at 4k of the two batch-1 models, this tree and the one in .old/ in turn.
     steps_ab) for run in "" in_old "" in_old; do for s in 0.5b 1.5b; do $run $t 150 python3 -m bench.step_time \

@@ -185,28 +185,21 @@ def test_engine_tokens_match_reference(tiny_model, kv_dtype):
     once on the H200, at f294197), which says nothing about the kernel."""
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
+    from engine.types import Request, SamplingParams
 
+    prompts = [[(7 * i) % 200 + 1 for i in range(70)], [(5 * i) % 190 + 3 for i in range(23)]]
     outs = {}
     for impl in ("ref", "triton"):
         eng = LLMEngine(EngineConfig(model=str(tiny_model), device=DEVICE, dtype="float32", attention=impl, kv_dtype=kv_dtype,
                                      max_model_len=256, max_num_seqs=2, max_batch_tokens=64, enforce_eager=True))
         assert eng.runner.attention == impl
-        outs[impl] = side_by_side_tokens(eng)
+        seqs = [eng.add_request(Request(p, SamplingParams(max_tokens=24, ignore_eos=True),
+                                        sources={"prediction": p[-30:] * 2}, drafter=d))
+                for p, d in zip(prompts, ("lookup", "none"))]
+        while eng.has_work():
+            eng.step()
+        outs[impl] = [s.output_ids for s in seqs]
     assert outs["triton"] == outs["ref"]
-
-
-def side_by_side_tokens(eng) -> list[list[int]]:
-    """Two prompts through `eng` together, 24 tokens each: prompt chunks of different lengths in
-    one step, then one drafting from its prediction (verify blocks) beside one decoding plainly."""
-    from engine.types import Request, SamplingParams
-
-    prompts = [[(7 * i) % 200 + 1 for i in range(70)], [(5 * i) % 190 + 3 for i in range(23)]]
-    seqs = [eng.add_request(Request(p, SamplingParams(max_tokens=24, ignore_eos=True),
-                                    sources={"prediction": p[-30:] * 2}, drafter=d))
-            for p, d in zip(prompts, ("lookup", "none"))]
-    while eng.has_work():
-        eng.step()
-    return [s.output_ids for s in seqs]
 
 
 @pytest.mark.parametrize("H,Hkv,D", [(14, 2, 64), (9, 3, 64), (12, 2, 128)])
