@@ -3,7 +3,7 @@
 Random weights in a real model's shape (Qwen2.5-Coder-0.5B by default) suffice for timing: the
 work per step does not depend on the weights' values. Compares our engine with CUDA graphs,
 without (eager), and transformers' eager forward with its KV cache, against the floor of reading
-the weights once (bytes over the card's memory bandwidth: `floor_bandwidth`). With CUDA graphs also the K=16 step "planned
+the weights a step reads once (`step_weight_bytes` over the card's memory bandwidth: `floor_bandwidth`). With CUDA graphs also the K=16 step "planned
 ahead": launched as soon as the step before is read back, its inputs staged meanwhile, as the
 engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -42,7 +43,7 @@ from bench.common import header, save_json, table
 SHAPES = {
     "qwen2.5-coder-0.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
                                num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                               max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=False),
+                               max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=True),
     "qwen2.5-coder-1.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=1536, intermediate_size=8960,
                                num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
                                max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=True),
@@ -64,6 +65,25 @@ def floor_bandwidth() -> tuple[float, str]:
     name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
     card = next((c for c in HBM_BYTES_PER_S if c in name), "H200")
     return HBM_BYTES_PER_S[card], card
+
+
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4}
+
+
+def step_weight_bytes(folder: Path) -> int:
+    """Bytes of the weights one step reads: every tensor of the checkpoint but an untied input
+    embedding table, of which a step gathers only its tokens' rows (a tied table is read whole, as
+    the lm_head). bench/HISTORY.md, "The floor counts what a step reads"."""
+    from safetensors import safe_open
+
+    sizes = {}
+    for path in folder.glob("*.safetensors"):
+        with safe_open(path, "pt") as f:
+            for name in f.keys():
+                part = f.get_slice(name)
+                sizes[name] = math.prod(part.get_shape()) * DTYPE_BYTES[part.get_dtype()]
+    untied = any(name.endswith("lm_head.weight") for name in sizes)
+    return sum(n for name, n in sizes.items() if not (untied and name.endswith("embed_tokens.weight")))
 
 
 def random_model_folder(shape: str, folder: Path, dtype) -> Path:
@@ -425,7 +445,7 @@ def run(args, argv: list[str], tmp: Path) -> None:
     dtype = torch.bfloat16 if cuda else torch.float32
     device = "cuda" if cuda else "cpu"
     folder = random_model_folder(args.shape, tmp / "target", dtype)
-    weight_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    weight_bytes = step_weight_bytes(folder)
     bandwidth, card = floor_bandwidth()
     floor_ms = weight_bytes / bandwidth * 1000
     if args.beside:
@@ -465,7 +485,7 @@ def run(args, argv: list[str], tmp: Path) -> None:
                 rows.append(["transformers eager", ctx, k, ms, ms / floor_ms, k / ms * 1000])
                 results["steps"].append({"engine": "transformers", "context": ctx, "k": k, "ms": ms})
     print(header(f"Step time, {args.shape} shape, random weights, {dtype}"))
-    print(f"weights {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at {bandwidth / 1e12:.2f} TB/s (the {card}'s); checks: {json.dumps(checks)}; "
+    print(f"weights a step reads {weight_bytes / 1e9:.2f} GB -> floor {floor_ms:.3f} ms per step at {bandwidth / 1e12:.2f} TB/s (the {card}'s); checks: {json.dumps(checks)}; "
           + ("each engine in its own process\n" if apart else "one process\n"))
     print(table(["engine", "context", "K", "ms/step", "x floor", "tokens/s if all K accepted"], rows))
     if kernel_rows:

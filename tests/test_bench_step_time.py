@@ -32,3 +32,21 @@ def test_one_process_on_request(tmp_path, monkeypatch):
     step_time.main(["--shape", "qwen2-tiny", "--contexts", "32", "--reps", "2", "--k", "4",
                     "--packed-weights", "off", "on", "--no-hf", "--one-process"])
     assert {s["pid"] for s in _steps(tmp_path)} == {os.getpid()}
+
+
+def test_the_floor_counts_the_weights_a_step_reads(tmp_path, monkeypatch):
+    """A tied table is read whole (it is the lm_head); an untied input embedding is not (a step
+    gathers its tokens' rows), so an untied checkpoint's floor leaves that table out."""
+    import torch
+    import transformers
+
+    spec = dict(step_time.SHAPES["qwen2-tiny"])
+    for tied in (True, False):
+        folder = tmp_path / f"tied{tied}"
+        cfg = transformers.AutoConfig.for_model(**(spec | {"tie_word_embeddings": tied}))
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+        model.save_pretrained(folder)
+        table = spec["vocab_size"] * spec["hidden_size"] * 2
+        every = sum(p.numel() * 2 for p in model.parameters())  # a tied table once
+        assert step_time.step_weight_bytes(folder) == (every if tied else every - table)
+    assert step_time.SHAPES["qwen2.5-coder-0.5b"]["tie_word_embeddings"]  # as the real model
