@@ -94,12 +94,17 @@ class SortedIndex:
     """
 
     def __init__(self, tokens: Sequence[int] | np.ndarray, n: int, base: int = HASH_BASE):
+        self._sort(ngram_hashes(np.asarray(tokens, dtype=np.uint64), (n,), base)[n], n, base)
+
+    @classmethod
+    def of_hashes(cls, hashes: np.ndarray, n: int, base: int = HASH_BASE) -> SortedIndex:
+        """The index of the n-grams whose `ngram_hashes` are `hashes`."""
+        index = cls.__new__(cls)
+        index._sort(hashes, n, base)
+        return index
+
+    def _sort(self, h: np.ndarray, n: int, base: int) -> None:
         self.n, self.base = n, base
-        toks = np.asarray(tokens, dtype=np.uint64)
-        count = max(0, len(toks) - n + 1)
-        h = np.zeros(count, np.uint64)
-        for i in range(n):  # Horner's rule over the n shifted views, wrapping modulo 2^64
-            h = h * np.uint64(base) + toks[i : i + count]
         order = np.argsort(h)  # not stable (4-5x faster): `find` sorts one hash's positions
         self.hashes, self.ends = h[order], order + n
 
@@ -115,10 +120,34 @@ class SortedIndex:
         return self.ends[lo:hi].tolist() if hi > lo else None
 
 
+def ngram_hashes(toks: np.ndarray, lengths: tuple[int, ...], base: int = HASH_BASE) -> dict[int, np.ndarray]:
+    """For each n of `lengths`, the `gram_hash` of every n-gram of the uint64 array `toks` (h[n][i]
+    of toks[i : i + n]). By halves: the hash of a + b tokens is the first a's times base^b plus the
+    last b's (Horner's rule, modulo 2^64), so 8-grams take three array passes, not eight, and the
+    2-grams on the way are shared with the lengths that need them.
+
+    Example with base 10: toks [1, 2, 3, 4], lengths (2, 3) -> {2: [12, 23, 34], 3: [123, 234]}."""
+    memo = {1: toks}
+    return {n: _hashes_of(memo, n, base) for n in lengths}
+
+
+def _hashes_of(memo: dict[int, np.ndarray], n: int, base: int) -> np.ndarray:
+    """`ngram_hashes`' n-grams, from the halves in `memo` (made first where missing). A module
+    function: a closure that calls itself is a reference cycle, whose arrays wait for the
+    garbage collector."""
+    if n not in memo:
+        a = n // 2
+        count = max(0, len(memo[1]) - n + 1)
+        first, last = _hashes_of(memo, a, base), _hashes_of(memo, n - a, base)
+        memo[n] = first[:count] * np.uint64(pow(base, n - a, 1 << 64)) + last[a : a + count]
+    return memo[n]
+
+
 def sorted_indexes(tokens: Sequence[int], keys: tuple[int, ...]) -> list[SortedIndex]:
-    """A `SortedIndex` of `tokens` for each n-gram length of `keys`, over one conversion to an array."""
-    array = np.asarray(tokens, dtype=np.uint64)
-    return [SortedIndex(array, n) for n in keys]
+    """A `SortedIndex` of `tokens` for each n-gram length of `keys`, over one conversion to an
+    array and one pass of hashing (`ngram_hashes`)."""
+    hashes = ngram_hashes(np.asarray(tokens, dtype=np.uint64), keys)
+    return [SortedIndex.of_hashes(hashes[n], n) for n in keys]
 
 
 class IndexCache:

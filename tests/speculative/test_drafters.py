@@ -17,6 +17,8 @@ from engine.speculative.lookup import (
     grow_matches,
     index_ngrams,
     nearest,
+    ngram_hashes,
+    sorted_indexes,
     window,
 )
 
@@ -403,6 +405,22 @@ def test_sorted_index_equals_the_dict_index_on_random_sources():
             index = SortedIndex(tokens, n)
             assert as_dict(index, tokens) == index_ngrams(tokens, n)
             assert index.get((10**6,) * n) is None  # a token no source holds
+
+
+def test_ngram_hashes_by_halves_equal_horners_rule():
+    """The hashes built by halves (`ngram_hashes`) are gram_hash's, n-gram by n-gram, for lengths
+    that share their halves and for one that shares none, and `sorted_indexes`' indexes equal the
+    dict's."""
+    import numpy as np
+
+    rng = random.Random(5)
+    for _ in range(50):
+        tokens = [rng.randrange(rng.choice([3, 150_000, 1 << 40])) for _ in range(rng.randrange(0, 40))]
+        hashes = ngram_hashes(np.asarray(tokens, dtype=np.uint64), (8, 2, 3, 5, 16))
+        for n, h in hashes.items():
+            assert h.tolist() == [gram_hash(tuple(tokens[i : i + n])) for i in range(len(tokens) - n + 1)]
+        for n, index in zip((8, 2), sorted_indexes(tokens, (8, 2))):
+            assert as_dict(index, tokens) == index_ngrams(tokens, n)
 
 
 def test_find_anchor_with_colliding_hashes_equals_brute_force():
