@@ -25,7 +25,7 @@
 # Jobs by area (each comment in `job` says what it measures; a job named with an older figure in
 # RESULTS.md and missing here is in this file at that figure's commit):
 #   tests natively: kernels, kernels_engine, graphs, kernels_inv
-#   the step (no model): stepsK64, steps_fresh05, steps_fresh15, profile_graphs, step7, beside, linear_small,
+#   the step (no model): stepsK64, steps_fresh05, steps_fresh15, profile_graphs, step7, beside, linear_small, persistent_probe,
 #     attention_layout, attention_layout64, attention_layout2, attention_prefill
 #   models: pull05, pull15 (the parts q05, q15), served (smol)
 #   decoding and apply: apply05_default, apply15_default, equal_default_inv, apply05_switches, workloads15_default,
@@ -84,6 +84,8 @@ job() {
     # attention_layout's sweep at the 7B's point and at 1k and 16k.
     attention_layout2) $t 400 python3 -m bench.attention --sweep-layout --shapes 7b --contexts 4096 --k 16
       $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 1024 16384 --k 16 ;;
+    # One persistent kernel for a step's projections (a grid barrier after each) against cuBLAS in a graph.
+    persistent_probe) $t 120 python3 -m bench.persistent_probe ;;
     # The small projections (q|k|v, o) at 16 rows: cuBLAS against Triton tiles.
     linear_small) $t 300 python3 -m bench.linear_small ;;
     # A first prompt chunk's launch parameters (2k and 4k), against SDPA.

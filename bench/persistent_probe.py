@@ -1,0 +1,218 @@
+"""Whether one persistent kernel could run a step's projections near the weight-read floor.
+
+Issue 35's "0.5B step at <= 3x its floor" is not met: the 16-row step launches ~280 kernels of a
+few µs each, and its kernels alone sum to 3.9x the floor (bench/RESULTS.md, "Verify step against
+the weight-read floor"). What would reach it is fewer kernels, at the limit one persistent kernel
+a step. This probes that design on its largest part, the four projections of every layer, before
+an engine kernel is written: one Triton kernel of one program per SM walks the layers, each
+projection's work (16-column tiles x 128-input chunks of its weight) divided evenly among the
+programs (a program's run of chunks summed in registers, added to the fp32 output atomically
+where its tile changes), SiLU-and-mul between gate|up and down, and a grid barrier after every
+projection (an atomic counter each program adds to, then waits on). Left out: the attention,
+the norms, RoPE, the lm_head; so the figures are a lower bound for that design, against the same
+projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiLU-and-mul).
+
+Printed, µs of one step's projections: the persistent kernel, the same kernel with no work
+(its launch and barriers alone), cuBLAS in a graph, and the floor (the weights over the card's
+bandwidth). The persistent kernel must have every program resident at once (one per SM, nothing
+else on the GPU): a probe, not an engine path.
+
+    python -m bench.persistent_probe [--shapes 0.5b 1.5b] [--rows 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import triton
+import triton.language as tl
+
+from bench.common import header, save_json, table
+
+# (layers, [(N, K) of q|k|v, o, gate|up, down]) of Qwen2.5-Coder's shapes
+SHAPES = {"0.5b": (24, [(1152, 896), (896, 896), (9728, 896), (896, 4864)]),
+          "1.5b": (28, [(2048, 1536), (1536, 1536), (17920, 1536), (1536, 8960)])}
+BLOCK_N, BLOCK_K = tl.constexpr(16), tl.constexpr(128)  # a tile's columns, a chunk's inputs
+
+
+@triton.jit
+def _grid_barrier(counter, target):
+    """Wait until every program has arrived here (`target`: programs x barriers so far)."""
+    tl.debug_barrier()  # the program's stores before its arrival (release is cumulative)
+    tl.atomic_add(counter, 1, sem="release")
+    while tl.atomic_add(counter, 0, sem="acquire") < target:
+        pass
+
+
+@triton.jit
+def _projection(x_ptr, w_ptr, out_ptr, N, K, stride_x, stride_out, pid, programs,
+                SILU: tl.constexpr, M: tl.constexpr, WORK: tl.constexpr):
+    """out[M, N] += x[M, K] @ w[N, K].T over this program's share of the (tile, chunk) items,
+    x read as fp32 and cast to w's dtype (SILU: x is [gate | up], 2K wide, read as silu(gate) * up)."""
+    chunks = K // BLOCK_K
+    items = (N // BLOCK_N) * chunks
+    per = tl.cdiv(items, programs)
+    start = pid * per
+    end = tl.minimum(start + per, items)
+    rm = tl.arange(0, M)
+    rk = tl.arange(0, BLOCK_K)
+    rn = tl.arange(0, BLOCK_N)
+    acc = tl.zeros((M, BLOCK_N), dtype=tl.float32)
+    tile = start // chunks
+    if WORK:
+        for it in range(start, end):
+            if it // chunks != tile:  # a new tile: add the last one's sum
+                tl.atomic_add(out_ptr + rm[:, None] * stride_out + (tile * BLOCK_N + rn)[None, :], acc, sem="relaxed")
+                acc = tl.zeros((M, BLOCK_N), dtype=tl.float32)
+                tile = it // chunks
+            kk = (it % chunks) * BLOCK_K + rk
+            x = tl.load(x_ptr + rm[:, None] * stride_x + kk[None, :])
+            if SILU:
+                up = tl.load(x_ptr + rm[:, None] * stride_x + K + kk[None, :])
+                x = x / (1.0 + tl.exp(-x)) * up
+            w = tl.load(w_ptr + (tile * BLOCK_N + rn)[None, :] * K + kk[:, None])
+            acc = tl.dot(x.to(w.dtype), w, acc)
+        if start < end:
+            tl.atomic_add(out_ptr + rm[:, None] * stride_out + (tile * BLOCK_N + rn)[None, :], acc, sem="relaxed")
+
+
+@triton.jit
+def _zero(ptr, numel, pid, programs, BLOCK: tl.constexpr):
+    """This program's share of ptr[:numel] set to 0."""
+    per = tl.cdiv(tl.cdiv(numel, programs), BLOCK) * BLOCK
+    for off in range(pid * per, tl.minimum(pid * per + per, numel), BLOCK):
+        idx = off + tl.arange(0, BLOCK)
+        tl.store(ptr + idx, tl.zeros([BLOCK], tl.float32), mask=idx < numel)
+
+
+@triton.jit
+def _layers(x_ptr, w0, w1, w2, w3, bufs, counter, L, stride_buf, buf_numel,
+            N0, K0, N1, K1, N2, K2, N3, K3, M: tl.constexpr, WORK: tl.constexpr):
+    """Every layer's four projections, a grid barrier after each. Three fp32 buffers [M, widest]
+    rotate: projection i reads buffer (i-1) % 3 (x for the first), adds into i % 3 (zeroed during
+    i - 1) and zeroes (i+1) % 3, which projection i - 2 wrote and i - 1 read."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    for layer in range(L):
+        for p in tl.static_range(4):
+            i = layer * 4 + p
+            src = bufs + ((i + 2) % 3) * buf_numel
+            dst = bufs + (i % 3) * buf_numel
+            _zero(bufs + ((i + 1) % 3) * buf_numel, buf_numel, pid, programs, 1024)
+            if p == 0:
+                _projection(tl.where(i == 0, x_ptr, src), w0 + layer * N0 * K0, dst, N0, K0, stride_buf, stride_buf,
+                            pid, programs, False, M, WORK)
+            elif p == 1:
+                _projection(src, w1 + layer * N1 * K1, dst, N1, K1, stride_buf, stride_buf, pid, programs, False, M, WORK)
+            elif p == 2:
+                _projection(src, w2 + layer * N2 * K2, dst, N2, K2, stride_buf, stride_buf, pid, programs, False, M, WORK)
+            else:
+                _projection(src, w3 + layer * N3 * K3, dst, N3, K3, stride_buf, stride_buf, pid, programs, True, M, WORK)
+            _grid_barrier(counter, programs * (i + 1))
+
+
+def persistent(x: torch.Tensor, weights: list[torch.Tensor], bufs: torch.Tensor, counter: torch.Tensor,
+               programs: int, work: bool = True) -> torch.Tensor:
+    """The projections of every layer in one launch (x [M, K0] fp32; weights [L, N, K] each; bufs
+    [3, M, widest] fp32, the first zeroed; counter [1] int32, zeroed): the last layer's down output."""
+    L = weights[0].shape[0]
+    (n0, k0), (n1, k1), (n2, k2), (n3, k3) = [w.shape[1:] for w in weights]
+    M = x.shape[0]
+    assert x.stride(0) == bufs.stride(1) and bufs.is_contiguous() and all(w.is_contiguous() for w in weights)
+    _layers[(programs,)](x, *weights, bufs, counter, L, bufs.stride(1), bufs[0].numel(),
+                         n0, k0, n1, k1, n2, k2, n3, k3, M=M, WORK=work, num_warps=4)
+    return bufs[(4 * L - 1) % 3, :, :n3]
+
+
+def reference(x: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tensor:
+    """The same projections in torch (fp32 activations cast to the weights' dtype before each)."""
+    h = x
+    for layer in range(weights[0].shape[0]):
+        for p, w in enumerate(weights):
+            inp = h[:, : w.shape[2]] if p < 3 else torch.nn.functional.silu(h[:, : w.shape[2]]) * h[:, w.shape[2] : 2 * w.shape[2]]
+            h = (inp.to(w.dtype) @ w[layer].T).float()
+    return h
+
+
+def make(L: int, dims: list[tuple[int, int]], rows: int, device, dtype):
+    """Random inputs and weights of `L` layers of projections `dims`, and the kernel's buffers."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    weights = [(torch.randn(L, n, k, generator=g) * k**-0.5).to(device, dtype) for n, k in dims]
+    widest = max(max(n, k) for n, k in dims)
+    x = torch.zeros(rows, widest, device=device)
+    x[:, : dims[0][1]] = torch.randn(rows, dims[0][1], generator=g).to(device)
+    bufs = torch.zeros(3, rows, widest, device=device)
+    return x, weights, bufs, torch.zeros(1, dtype=torch.int32, device=device)
+
+
+def graph_us(fn, reps: int = 50) -> float:
+    """µs of one replay of fn captured in a CUDA graph, the mean of `reps`."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps * 1000
+
+
+def main(argv=None) -> None:
+    from bench.step_time import floor_bandwidth
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b"], choices=list(SHAPES))
+    ap.add_argument("--rows", type=int, default=16)
+    args = ap.parse_args(argv)
+    assert torch.cuda.is_available(), "a CUDA device is needed"
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    bandwidth, card = floor_bandwidth()
+    rows, results = [], []
+    for shape in args.shapes:
+        L, dims = SHAPES[shape]
+        x, weights, bufs, counter = make(L, dims, args.rows, "cuda", torch.bfloat16)
+
+        def run(work=True):
+            counter.zero_()
+            bufs[0].zero_()
+            return persistent(x, weights, bufs, counter, programs, work)
+
+        out = run()
+        ref = reference(x, weights)
+        err = ((out - ref).norm() / ref.norm()).item()
+        ours, idle = graph_us(run), graph_us(lambda: run(False))
+        h = [torch.empty(args.rows, w.shape[1], device="cuda", dtype=torch.bfloat16) for w in weights]
+        xb = x[:, : weights[0].shape[2]].to(torch.bfloat16)
+
+        def cublas():
+            inp = xb
+            for layer in range(L):
+                torch.mm(inp, weights[0][layer].T, out=h[0])
+                torch.mm(h[0][:, : weights[1].shape[2]], weights[1][layer].T, out=h[1])
+                torch.mm(h[1], weights[2][layer].T, out=h[2])
+                k3 = weights[3].shape[2]
+                act = torch.nn.functional.silu(h[2][:, :k3]) * h[2][:, k3:]
+                torch.mm(act, weights[3][layer].T, out=h[3])
+                inp = h[3][:, : weights[0].shape[2]]
+
+        theirs = graph_us(cublas)
+        floor = sum(w.numel() * w.element_size() for w in weights) / bandwidth * 1e6
+        rows.append([shape, L, f"{ours:,.1f}", f"{idle:,.1f}", f"{theirs:,.1f}", f"{floor:,.1f}", f"{ours / floor:.2f}",
+                     f"{theirs / floor:.2f}", f"{err:.1e}"])
+        results.append({"shape": shape, "layers": L, "persistent_us": ours, "barriers_only_us": idle,
+                        "cublas_graph_us": theirs, "floor_us": floor, "rel_err": err})
+    print(header(f"One persistent kernel for a step's projections, {args.rows} rows, {programs} programs"))
+    print(f"floor at {bandwidth / 1e12:.2f} TB/s (the {card}'s)\n")
+    print(table(["shape", "layers", "persistent us", "its launch + barriers us", "cuBLAS graph us", "floor us",
+                 "persistent x floor", "cuBLAS x floor", "rel. error"], rows))
+    save_json("persistent_probe.json", {"rows": args.rows, "programs": programs, "card": card, "points": results})
+
+
+if __name__ == "__main__":
+    main()
