@@ -5,16 +5,16 @@ few µs each, and its kernels alone sum to 3.9x the floor (bench/RESULTS.md, "Ve
 the weight-read floor"). What would reach it is fewer kernels, at the limit one persistent kernel
 a step. This probes that design on its largest part, the four projections of every layer, before
 an engine kernel is written: one Triton kernel of one program per SM walks the layers, each
-projection's work (16-column tiles x 128-input chunks of its weight) divided evenly among the
+projection's work (tiles of 16, 32 or 64 columns x 128-input chunks of its weight) divided evenly among the
 programs (a program's run of chunks summed in registers, added to the fp32 output atomically
 where its tile changes), SiLU-and-mul between gate|up and down, and a grid barrier after every
 projection (an atomic counter each program adds to, then waits on). Left out: the attention,
 the norms, RoPE, the lm_head; so the figures are a lower bound for that design, against the same
 projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiLU-and-mul).
 
-Printed, µs of one step's projections: the persistent kernel, the same kernel with no work
-(its launch and barriers alone), cuBLAS in a graph, and the floor (the weights over the card's
-bandwidth). The persistent kernel must have every program resident at once (one per SM, nothing
+Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each tile
+width, the same kernel with no work (its launch and barriers alone), and the floor (the weights
+over the card's bandwidth). The persistent kernel must have every program resident at once (one per SM, nothing
 else on the GPU): a probe, not an engine path.
 
     python -m bench.persistent_probe [--shapes 0.5b 1.5b] [--rows 16]
@@ -33,7 +33,8 @@ from bench.common import header, save_json, table
 # (layers, [(N, K) of q|k|v, o, gate|up, down]) of Qwen2.5-Coder's shapes
 SHAPES = {"0.5b": (24, [(1152, 896), (896, 896), (9728, 896), (896, 4864)]),
           "1.5b": (28, [(2048, 1536), (1536, 1536), (17920, 1536), (1536, 8960)])}
-BLOCK_N, BLOCK_K = tl.constexpr(16), tl.constexpr(128)  # a tile's columns, a chunk's inputs
+BLOCK_K = tl.constexpr(128)  # a chunk's inputs
+TILES = (16, 32, 64)  # a tile's columns, each timed
 
 
 @triton.jit
@@ -47,8 +48,9 @@ def _grid_barrier(counter, target):
 
 @triton.jit
 def _projection(x_ptr, w_ptr, out_ptr, N, K, stride_x, stride_out, pid, programs,
-                SILU: tl.constexpr, M: tl.constexpr, WORK: tl.constexpr):
-    """out[M, N] += x[M, K] @ w[N, K].T over this program's share of the (tile, chunk) items,
+                SILU: tl.constexpr, M: tl.constexpr, BLOCK_N: tl.constexpr, WORK: tl.constexpr):
+    """out[M, N] += x[M, K] @ w[N, K].T over this program's share of the (tile, chunk) items, a
+    tile's run of chunks summed in registers (a loop the compiler pipelines) and added atomically;
     x read as fp32 and cast to w's dtype (SILU: x is [gate | up], 2K wide, read as silu(gate) * up)."""
     chunks = K // BLOCK_K
     items = (N // BLOCK_N) * chunks
@@ -58,23 +60,19 @@ def _projection(x_ptr, w_ptr, out_ptr, N, K, stride_x, stride_out, pid, programs
     rm = tl.arange(0, M)
     rk = tl.arange(0, BLOCK_K)
     rn = tl.arange(0, BLOCK_N)
-    acc = tl.zeros((M, BLOCK_N), dtype=tl.float32)
-    tile = start // chunks
     if WORK:
-        for it in range(start, end):
-            if it // chunks != tile:  # a new tile: add the last one's sum
-                tl.atomic_add(out_ptr + rm[:, None] * stride_out + (tile * BLOCK_N + rn)[None, :], acc, sem="relaxed")
-                acc = tl.zeros((M, BLOCK_N), dtype=tl.float32)
-                tile = it // chunks
-            kk = (it % chunks) * BLOCK_K + rk
-            x = tl.load(x_ptr + rm[:, None] * stride_x + kk[None, :])
-            if SILU:
-                up = tl.load(x_ptr + rm[:, None] * stride_x + K + kk[None, :])
-                x = x / (1.0 + tl.exp(-x)) * up
-            w = tl.load(w_ptr + (tile * BLOCK_N + rn)[None, :] * K + kk[:, None])
-            acc = tl.dot(x.to(w.dtype), w, acc)
-        if start < end:
-            tl.atomic_add(out_ptr + rm[:, None] * stride_out + (tile * BLOCK_N + rn)[None, :], acc, sem="relaxed")
+        for tile in range(start // chunks, (end + chunks - 1) // chunks):
+            acc = tl.zeros((M, BLOCK_N), dtype=tl.float32)
+            cols = tile * BLOCK_N + rn
+            for c in range(tl.maximum(start - tile * chunks, 0), tl.minimum(end - tile * chunks, chunks)):
+                kk = c * BLOCK_K + rk
+                x = tl.load(x_ptr + rm[:, None] * stride_x + kk[None, :])
+                if SILU:
+                    up = tl.load(x_ptr + rm[:, None] * stride_x + K + kk[None, :])
+                    x = x / (1.0 + tl.exp(-x)) * up
+                w = tl.load(w_ptr + cols[None, :] * K + kk[:, None])
+                acc = tl.dot(x.to(w.dtype), w, acc)
+            tl.atomic_add(out_ptr + rm[:, None] * stride_out + cols[None, :], acc, sem="relaxed")
 
 
 @triton.jit
@@ -88,7 +86,7 @@ def _zero(ptr, numel, pid, programs, BLOCK: tl.constexpr):
 
 @triton.jit
 def _layers(x_ptr, w0, w1, w2, w3, bufs, counter, L, stride_buf, buf_numel,
-            N0, K0, N1, K1, N2, K2, N3, K3, M: tl.constexpr, WORK: tl.constexpr):
+            N0, K0, N1, K1, N2, K2, N3, K3, M: tl.constexpr, BLOCK_N: tl.constexpr, WORK: tl.constexpr):
     """Every layer's four projections, a grid barrier after each. Three fp32 buffers [M, widest]
     rotate: projection i reads buffer (i-1) % 3 (x for the first), adds into i % 3 (zeroed during
     i - 1) and zeroes (i+1) % 3, which projection i - 2 wrote and i - 1 read."""
@@ -102,18 +100,18 @@ def _layers(x_ptr, w0, w1, w2, w3, bufs, counter, L, stride_buf, buf_numel,
             _zero(bufs + ((i + 1) % 3) * buf_numel, buf_numel, pid, programs, 1024)
             if p == 0:
                 _projection(tl.where(i == 0, x_ptr, src), w0 + layer * N0 * K0, dst, N0, K0, stride_buf, stride_buf,
-                            pid, programs, False, M, WORK)
+                            pid, programs, False, M, BLOCK_N, WORK)
             elif p == 1:
-                _projection(src, w1 + layer * N1 * K1, dst, N1, K1, stride_buf, stride_buf, pid, programs, False, M, WORK)
+                _projection(src, w1 + layer * N1 * K1, dst, N1, K1, stride_buf, stride_buf, pid, programs, False, M, BLOCK_N, WORK)
             elif p == 2:
-                _projection(src, w2 + layer * N2 * K2, dst, N2, K2, stride_buf, stride_buf, pid, programs, False, M, WORK)
+                _projection(src, w2 + layer * N2 * K2, dst, N2, K2, stride_buf, stride_buf, pid, programs, False, M, BLOCK_N, WORK)
             else:
-                _projection(src, w3 + layer * N3 * K3, dst, N3, K3, stride_buf, stride_buf, pid, programs, True, M, WORK)
+                _projection(src, w3 + layer * N3 * K3, dst, N3, K3, stride_buf, stride_buf, pid, programs, True, M, BLOCK_N, WORK)
             _grid_barrier(counter, programs * (i + 1))
 
 
 def persistent(x: torch.Tensor, weights: list[torch.Tensor], bufs: torch.Tensor, counter: torch.Tensor,
-               programs: int, work: bool = True) -> torch.Tensor:
+               programs: int, work: bool = True, block_n: int = 32) -> torch.Tensor:
     """The projections of every layer in one launch (x [M, K0] fp32; weights [L, N, K] each; bufs
     [3, M, widest] fp32, the first zeroed; counter [1] int32, zeroed): the last layer's down output."""
     L = weights[0].shape[0]
@@ -121,7 +119,7 @@ def persistent(x: torch.Tensor, weights: list[torch.Tensor], bufs: torch.Tensor,
     M = x.shape[0]
     assert x.stride(0) == bufs.stride(1) and bufs.is_contiguous() and all(w.is_contiguous() for w in weights)
     _layers[(programs,)](x, *weights, bufs, counter, L, bufs.stride(1), bufs[0].numel(),
-                         n0, k0, n1, k1, n2, k2, n3, k3, M=M, WORK=work, num_warps=4)
+                         n0, k0, n1, k1, n2, k2, n3, k3, M=M, BLOCK_N=block_n, WORK=work, num_warps=4)
     return bufs[(4 * L - 1) % 3, :, :n3]
 
 
@@ -177,16 +175,15 @@ def main(argv=None) -> None:
     for shape in args.shapes:
         L, dims = SHAPES[shape]
         x, weights, bufs, counter = make(L, dims, args.rows, "cuda", torch.bfloat16)
+        ref = reference(x, weights)
+        floor = sum(w.numel() * w.element_size() for w in weights) / bandwidth * 1e6
 
-        def run(work=True):
+        def run(work=True, block_n=TILES[0]):
             counter.zero_()
             bufs[0].zero_()
-            return persistent(x, weights, bufs, counter, programs, work)
+            return persistent(x, weights, bufs, counter, programs, work, block_n)
 
-        out = run()
-        ref = reference(x, weights)
-        err = ((out - ref).norm() / ref.norm()).item()
-        ours, idle = graph_us(run), graph_us(lambda: run(False))
+        idle = graph_us(lambda: run(False))
         h = [torch.empty(args.rows, w.shape[1], device="cuda", dtype=torch.bfloat16) for w in weights]
         xb = x[:, : weights[0].shape[2]].to(torch.bfloat16)
 
@@ -197,20 +194,23 @@ def main(argv=None) -> None:
                 torch.mm(h[0][:, : weights[1].shape[2]], weights[1][layer].T, out=h[1])
                 torch.mm(h[1], weights[2][layer].T, out=h[2])
                 k3 = weights[3].shape[2]
-                act = torch.nn.functional.silu(h[2][:, :k3]) * h[2][:, k3:]
-                torch.mm(act, weights[3][layer].T, out=h[3])
+                torch.mm(torch.nn.functional.silu(h[2][:, :k3]) * h[2][:, k3:], weights[3][layer].T, out=h[3])
                 inp = h[3][:, : weights[0].shape[2]]
 
         theirs = graph_us(cublas)
-        floor = sum(w.numel() * w.element_size() for w in weights) / bandwidth * 1e6
-        rows.append([shape, L, f"{ours:,.1f}", f"{idle:,.1f}", f"{theirs:,.1f}", f"{floor:,.1f}", f"{ours / floor:.2f}",
-                     f"{theirs / floor:.2f}", f"{err:.1e}"])
-        results.append({"shape": shape, "layers": L, "persistent_us": ours, "barriers_only_us": idle,
-                        "cublas_graph_us": theirs, "floor_us": floor, "rel_err": err})
+        rows.append([shape, L, "cuBLAS, a graph", f"{theirs:,.1f}", f"{theirs / floor:.2f}", "", f"{floor:,.1f}"])
+        point = {"shape": shape, "layers": L, "floor_us": floor, "cublas_graph_us": theirs, "barriers_only_us": idle}
+        for block_n in TILES:
+            out = run(True, block_n)
+            err = ((out - ref).norm() / ref.norm()).item()
+            ours = graph_us(lambda: run(True, block_n))
+            rows.append([shape, L, f"persistent, tiles of {block_n}", f"{ours:,.1f}", f"{ours / floor:.2f}", f"{err:.1e}", ""])
+            point[f"persistent_{block_n}_us"], point[f"rel_err_{block_n}"] = ours, err
+        rows.append([shape, L, "persistent, no work (launch + barriers)", f"{idle:,.1f}", "", "", ""])
+        results.append(point)
     print(header(f"One persistent kernel for a step's projections, {args.rows} rows, {programs} programs"))
     print(f"floor at {bandwidth / 1e12:.2f} TB/s (the {card}'s)\n")
-    print(table(["shape", "layers", "persistent us", "its launch + barriers us", "cuBLAS graph us", "floor us",
-                 "persistent x floor", "cuBLAS x floor", "rel. error"], rows))
+    print(table(["shape", "layers", "projections", "us", "x floor", "rel. error", "floor us"], rows))
     save_json("persistent_probe.json", {"rows": args.rows, "programs": programs, "card": card, "points": results})
 
 
