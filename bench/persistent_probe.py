@@ -70,8 +70,8 @@ def _projection(x_ptr, w_ptr, out_ptr, N, K, stride_x, stride_out, pid, programs
                 if SILU:
                     up = tl.load(x_ptr + rm[:, None] * stride_x + K + kk[None, :])
                     x = x / (1.0 + tl.exp(-x)) * up
-                w = tl.load(w_ptr + cols[None, :] * K + kk[:, None])
-                acc = tl.dot(x.to(w.dtype), w, acc)
+                w = tl.load(w_ptr + cols[:, None] * K + kk[None, :])  # [BLOCK_N, BLOCK_K], rows contiguous
+                acc = tl.dot(x.to(w.dtype), tl.trans(w), acc)
             tl.atomic_add(out_ptr + rm[:, None] * stride_out + cols[None, :], acc, sem="relaxed")
 
 
