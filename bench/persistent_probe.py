@@ -5,17 +5,17 @@ few µs each, and its kernels alone sum to 3.9x the floor (bench/RESULTS.md, "Ve
 the weight-read floor"). What would reach it is fewer kernels, at the limit one persistent kernel
 a step. This probes that design on its largest part, the four projections of every layer, before
 an engine kernel is written: one Triton kernel of one program per SM walks the layers, each
-projection's work (tiles of 16, 32 or 64 columns x 128-input chunks of its weight) divided evenly among the
-programs (a program's run of chunks summed in registers, added to the fp32 output atomically
-where its tile changes), SiLU-and-mul between gate|up and down, and a grid barrier after every
-projection (an atomic counter each program adds to, then waits on). Left out: the attention,
-the norms, RoPE, the lm_head; so the figures are a lower bound for that design, against the same
+projection's work (tiles of 16, 32 or 64 columns x 128-input chunks of its weight) divided evenly
+among the programs (a tile's run of chunks summed in registers, then added to the fp32 output
+atomically), SiLU-and-mul between gate|up and down, and a grid barrier after every projection
+(an atomic counter each program adds to, then waits on). Left out: the attention, the norms,
+RoPE, the lm_head; so the figures are a lower bound for that design, against the same
 projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiLU-and-mul).
 
 Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each tile
 width, the same kernel with no work (its launch and barriers alone), and the floor (the weights
-over the card's bandwidth). The persistent kernel must have every program resident at once (one per SM, nothing
-else on the GPU): a probe, not an engine path.
+over the card's bandwidth). The persistent kernel needs every program resident at once (one per
+SM, nothing else on the GPU): a probe, not an engine path.
 
     python -m bench.persistent_probe [--shapes 0.5b 1.5b] [--rows 16]
 """
