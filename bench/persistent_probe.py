@@ -13,9 +13,10 @@ RoPE, the lm_head; so the figures are a lower bound for that design, against the
 projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiLU-and-mul).
 
 Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each tile
-width, the same kernel with no work (its launch and barriers alone), and the floor (the weights
-over the card's bandwidth). The persistent kernel needs every program resident at once (one per
-SM, nothing else on the GPU): a probe, not an engine path.
+width (and its error against torch on one layer), the same kernel with no work (its launch and
+barriers alone), and the floor (the weights over the card's bandwidth). The persistent kernel
+needs every program resident at once (one per SM, nothing else on the GPU): a probe, not an
+engine path. First figures: bench/RESULTS.md, "Verify step against the weight-read floor".
 
     python -m bench.persistent_probe [--shapes 0.5b 1.5b] [--rows 16]
 """
@@ -175,7 +176,8 @@ def main(argv=None) -> None:
     for shape in args.shapes:
         L, dims = SHAPES[shape]
         x, weights, bufs, counter = make(L, dims, args.rows, "cuda", torch.bfloat16)
-        ref = reference(x, weights)
+        first = [w[:1] for w in weights]  # the error is checked on one layer: random weights'
+        ref = reference(x, first)  # SiLU-and-mul squares small activations, which reach 0 in a few layers
         floor = sum(w.numel() * w.element_size() for w in weights) / bandwidth * 1e6
 
         def run(work=True, block_n=TILES[0]):
@@ -201,7 +203,9 @@ def main(argv=None) -> None:
         rows.append([shape, L, "cuBLAS, a graph", f"{theirs:,.1f}", f"{theirs / floor:.2f}", "", f"{floor:,.1f}"])
         point = {"shape": shape, "layers": L, "floor_us": floor, "cublas_graph_us": theirs, "barriers_only_us": idle}
         for block_n in TILES:
-            out = run(True, block_n)
+            counter.zero_()
+            bufs[0].zero_()
+            out = persistent(x, first, bufs, counter, programs, True, block_n)
             err = ((out - ref).norm() / ref.norm()).item()
             ours = graph_us(lambda: run(True, block_n))
             rows.append([shape, L, f"persistent, tiles of {block_n}", f"{ours:,.1f}", f"{ours / floor:.2f}", f"{err:.1e}", ""])
