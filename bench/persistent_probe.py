@@ -29,11 +29,9 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.common import header, save_json, table
+from bench.common import graphed, header, save_json, table
+from bench.step_time import SHAPES, floor_bandwidth
 
-# (layers, [(N, K) of q|k|v, o, gate|up, down]) of Qwen2.5-Coder's shapes
-SHAPES = {"0.5b": (24, [(1152, 896), (896, 896), (9728, 896), (896, 4864)]),
-          "1.5b": (28, [(2048, 1536), (1536, 1536), (17920, 1536), (1536, 8960)])}
 BLOCK_K = tl.constexpr(128)  # a chunk's inputs
 TILES = (16, 32, 64)  # a tile's columns, each timed
 
@@ -134,6 +132,16 @@ def reference(x: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tensor:
     return h
 
 
+def projections(shape: str) -> tuple[int, list[tuple[int, int]]]:
+    """(layers, [(N, K) of q|k|v, o, gate|up, down]) of a bench.step_time shape."""
+    spec = SHAPES[shape]
+    hidden, heads = spec["hidden_size"], spec["num_attention_heads"]
+    q = hidden  # heads x head dim
+    kv = spec["num_key_value_heads"] * hidden // heads
+    inter = spec["intermediate_size"]
+    return spec["num_hidden_layers"], [(q + 2 * kv, hidden), (hidden, q), (2 * inter, hidden), (hidden, inter)]
+
+
 def make(L: int, dims: list[tuple[int, int]], rows: int, device, dtype):
     """Random inputs and weights of `L` layers of projections `dims`, and the kernel's buffers."""
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -146,27 +154,22 @@ def make(L: int, dims: list[tuple[int, int]], rows: int, device, dtype):
 
 
 def graph_us(fn, reps: int = 50) -> float:
-    """µs of one replay of fn captured in a CUDA graph, the mean of `reps`."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    graph.replay()
+    """µs of one replay of fn captured in a CUDA graph, the mean of `reps` back to back (the
+    weights, 0.7-2.5 GB, outrun the L2 cache: no flush between replays, unlike bench_us)."""
+    replay, _ = graphed(fn)
+    replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(reps):
-        graph.replay()
+        replay()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / reps * 1000
 
 
 def main(argv=None) -> None:
-    from bench.step_time import floor_bandwidth
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b"], choices=list(SHAPES))
+    ap.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b"], choices=["0.5b", "1.5b", "7b"])
     ap.add_argument("--rows", type=int, default=16)
     args = ap.parse_args(argv)
     assert torch.cuda.is_available(), "a CUDA device is needed"
@@ -174,18 +177,18 @@ def main(argv=None) -> None:
     bandwidth, card = floor_bandwidth()
     rows, results = [], []
     for shape in args.shapes:
-        L, dims = SHAPES[shape]
+        L, dims = projections(f"qwen2.5-coder-{shape}")
         x, weights, bufs, counter = make(L, dims, args.rows, "cuda", torch.bfloat16)
         first = [w[:1] for w in weights]  # the error is checked on one layer: random weights'
         ref = reference(x, first)  # SiLU-and-mul squares small activations, which reach 0 in a few layers
         floor = sum(w.numel() * w.element_size() for w in weights) / bandwidth * 1e6
 
-        def run(work=True, block_n=TILES[0]):
+        def run(ws, work=True, block_n=TILES[0]):
             counter.zero_()
             bufs[0].zero_()
-            return persistent(x, weights, bufs, counter, programs, work, block_n)
+            return persistent(x, ws, bufs, counter, programs, work, block_n)
 
-        idle = graph_us(lambda: run(False))
+        idle = graph_us(lambda: run(weights, False))
         h = [torch.empty(args.rows, w.shape[1], device="cuda", dtype=torch.bfloat16) for w in weights]
         xb = x[:, : weights[0].shape[2]].to(torch.bfloat16)
 
@@ -203,11 +206,9 @@ def main(argv=None) -> None:
         rows.append([shape, L, "cuBLAS, a graph", f"{theirs:,.1f}", f"{theirs / floor:.2f}", "", f"{floor:,.1f}"])
         point = {"shape": shape, "layers": L, "floor_us": floor, "cublas_graph_us": theirs, "barriers_only_us": idle}
         for block_n in TILES:
-            counter.zero_()
-            bufs[0].zero_()
-            out = persistent(x, first, bufs, counter, programs, True, block_n)
+            out = run(first, True, block_n)
             err = ((out - ref).norm() / ref.norm()).item()
-            ours = graph_us(lambda: run(True, block_n))
+            ours = graph_us(lambda: run(weights, True, block_n))
             rows.append([shape, L, f"persistent, tiles of {block_n}", f"{ours:,.1f}", f"{ours / floor:.2f}", f"{err:.1e}", ""])
             point[f"persistent_{block_n}_us"], point[f"rel_err_{block_n}"] = ours, err
         rows.append([shape, L, "persistent, no work (launch + barriers)", f"{idle:,.1f}", "", "", ""])

@@ -34,7 +34,7 @@ def test_one_process_on_request(tmp_path, monkeypatch):
     assert {s["pid"] for s in _steps(tmp_path)} == {os.getpid()}
 
 
-def test_the_floor_counts_the_weights_a_step_reads(tmp_path, monkeypatch):
+def test_the_floor_counts_the_weights_a_step_reads(tmp_path):
     """A tied table is read whole (it is the lm_head); an untied input embedding is not (a step
     gathers its tokens' rows), so an untied checkpoint's floor leaves that table out."""
     import torch
