@@ -5,16 +5,20 @@ few µs each, and its kernels alone sum to 3.9x the floor (bench/RESULTS.md, "Ve
 the weight-read floor"). What would reach it is fewer kernels, at the limit one persistent kernel
 a step. This probes that design on its largest part, the four projections of every layer, before
 an engine kernel is written: one Triton kernel of one program per SM walks the layers, each
-projection's work (tiles of 16, 32 or 64 columns x 128-input chunks of its weight) divided evenly
-among the programs (a tile's run of chunks summed in registers, then added to the fp32 output
-atomically), SiLU-and-mul between gate|up and down, and a grid barrier after every projection
-(an atomic counter each program adds to, then waits on). Left out: the attention, the norms,
+projection's work (tiles of 16-128 columns x chunks of 64 or 128 inputs of its weight) divided
+evenly among the programs (a tile's run of chunks summed in registers, then added to the fp32
+output atomically), SiLU-and-mul between gate|up and down, and a grid barrier after every
+projection (an atomic counter each program adds to, then waits on). Optionally each projection
+first asks the L2 cache for the next one's weights, which do not depend on the activations, so
+memory streams through the barriers (the design of the megakernels of Hazy Research's "Look Ma,
+no bubbles" and of Mirage's persistent kernel, here in Triton). Left out: the attention, the norms,
 RoPE, the lm_head; so the figures are a lower bound for that design, against the same
 projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiLU-and-mul).
 
-Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each tile
-width (and its error against torch on one layer), the same kernel with no work (its launch and
-barriers alone), and the floor (the weights over the card's bandwidth). The persistent kernel
+Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each variant
+(tile x chunk, pipeline stages, prefetch; its error against torch on one layer), the same kernel
+with no work (its launch and barriers alone; with the prefetch, the weights streamed to L2 through
+the barriers), and the floor (the weights over the card's bandwidth). The persistent kernel
 needs every program resident at once (one per SM, nothing else on the GPU): a probe, not an
 engine path. First figures: bench/RESULTS.md, "Verify step against the weight-read floor".
 
@@ -32,8 +36,11 @@ import triton.language as tl
 from bench.common import graphed, header, save_json, table
 from bench.step_time import SHAPES, floor_bandwidth
 
-BLOCK_K = tl.constexpr(128)  # a chunk's inputs
-TILES = (16, 32, 64)  # a tile's columns, each timed
+# The variants timed: (tile columns, chunk inputs, pipeline stages, L2 prefetch). The first
+# three are the first round's kernel (no pipelining asked, no prefetch); the rest sweep.
+VARIANTS = [(16, 128, 1, False), (32, 128, 1, False), (64, 128, 1, False)] + [
+    (n, k, s, pf) for pf in (False, True) for n in (32, 64, 128) for k in (64, 128) for s in (1, 3)
+    if (n, k, s, pf) not in {(32, 128, 1, False), (64, 128, 1, False)}]
 
 
 @triton.jit
@@ -46,10 +53,25 @@ def _grid_barrier(counter, target):
 
 
 @triton.jit
-def _projection(x_ptr, w_ptr, out_ptr, N, K, stride_x, stride_out, pid, programs,
-                SILU: tl.constexpr, M: tl.constexpr, BLOCK_N: tl.constexpr, WORK: tl.constexpr):
+def _prefetch_l2(base, nbytes, pid, programs, THREADS: tl.constexpr):
+    """Ask the L2 cache to fetch bytes [0, nbytes) from `base`, this program's share: each of its
+    threads one `cp.async.bulk.prefetch.L2` (sm_90+; a hint, nothing waits on it) of a 16-byte
+    aligned piece. Weights do not depend on the activations, so the next projection's can stream
+    from memory while this one computes and waits at its barrier."""
+    per = tl.cdiv(tl.cdiv(nbytes, programs * THREADS), 16) * 16
+    off = (pid * THREADS + tl.arange(0, THREADS)).to(tl.int64) * per
+    size = tl.minimum(tl.maximum(nbytes - off, 0), per).to(tl.int32)
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [base.to(tl.pointer_type(tl.int8)) + off, size], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _projection(x_ptr, w_ptr, out_ptr, N, K, stride_x, stride_out, pid, programs, SILU: tl.constexpr,
+                M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
+                WORK: tl.constexpr):
     """out[M, N] += x[M, K] @ w[N, K].T over this program's share of the (tile, chunk) items, a
-    tile's run of chunks summed in registers (a loop the compiler pipelines) and added atomically;
+    tile's run of chunks summed in registers (a loop pipelined `STAGES` deep) and added atomically;
     x read as fp32 and cast to w's dtype (SILU: x is [gate | up], 2K wide, read as silu(gate) * up)."""
     chunks = K // BLOCK_K
     items = (N // BLOCK_N) * chunks
@@ -63,7 +85,8 @@ def _projection(x_ptr, w_ptr, out_ptr, N, K, stride_x, stride_out, pid, programs
         for tile in range(start // chunks, (end + chunks - 1) // chunks):
             acc = tl.zeros((M, BLOCK_N), dtype=tl.float32)
             cols = tile * BLOCK_N + rn
-            for c in range(tl.maximum(start - tile * chunks, 0), tl.minimum(end - tile * chunks, chunks)):
+            lo = tl.maximum(start - tile * chunks, 0)
+            for c in tl.range(lo, tl.minimum(end - tile * chunks, chunks), num_stages=STAGES):
                 kk = c * BLOCK_K + rk
                 x = tl.load(x_ptr + rm[:, None] * stride_x + kk[None, :])
                 if SILU:
@@ -84,42 +107,81 @@ def _zero(ptr, numel, pid, programs, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _layers(x_ptr, w0, w1, w2, w3, bufs, counter, L, stride_buf, buf_numel,
-            N0, K0, N1, K1, N2, K2, N3, K3, M: tl.constexpr, BLOCK_N: tl.constexpr, WORK: tl.constexpr):
+def _layers(x_ptr, w0, w1, w2, w3, bufs, counter, L, stride_buf, buf_numel, ahead,
+            N0, K0, N1, K1, N2, K2, N3, K3, M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+            STAGES: tl.constexpr, PREFETCH: tl.constexpr, THREADS: tl.constexpr, WORK: tl.constexpr):
     """Every layer's four projections, a grid barrier after each. Three fp32 buffers [M, widest]
     rotate: projection i reads buffer (i-1) % 3 (x for the first), adds into i % 3 (zeroed during
-    i - 1) and zeroes (i+1) % 3, which projection i - 2 wrote and i - 1 read."""
+    i - 1) and zeroes (i+1) % 3, which projection i - 2 wrote and i - 1 read. PREFETCH: projection
+    i first asks L2 for the first `ahead` bytes of projection i + 1's weights (the first projection
+    for its own too). All projections' weights as one row: bf16 [N, K] per layer, contiguous."""
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
-    for layer in range(L):
+    if PREFETCH:
+        _prefetch_l2(w0, tl.minimum(N0 * K0 * 2, ahead), pid, programs, THREADS)
+    for layer32 in range(L):
+        layer = tl.full([], 0, tl.int64) + layer32  # a 7B's weights pass 2**31 elements
         for p in tl.static_range(4):
             i = layer * 4 + p
+            if PREFETCH:
+                if p == 0:
+                    _prefetch_l2(w1 + layer * N1 * K1, tl.minimum(N1 * K1 * 2, ahead), pid, programs, THREADS)
+                elif p == 1:
+                    _prefetch_l2(w2 + layer * N2 * K2, tl.minimum(N2 * K2 * 2, ahead), pid, programs, THREADS)
+                elif p == 2:
+                    _prefetch_l2(w3 + layer * N3 * K3, tl.minimum(N3 * K3 * 2, ahead), pid, programs, THREADS)
+                elif layer + 1 < L:
+                    _prefetch_l2(w0 + (layer + 1) * N0 * K0, tl.minimum(N0 * K0 * 2, ahead), pid, programs, THREADS)
             src = bufs + ((i + 2) % 3) * buf_numel
             dst = bufs + (i % 3) * buf_numel
             _zero(bufs + ((i + 1) % 3) * buf_numel, buf_numel, pid, programs, 1024)
             if p == 0:
                 _projection(tl.where(i == 0, x_ptr, src), w0 + layer * N0 * K0, dst, N0, K0, stride_buf, stride_buf,
-                            pid, programs, False, M, BLOCK_N, WORK)
+                            pid, programs, False, M, BLOCK_N, BLOCK_K, STAGES, WORK)
             elif p == 1:
-                _projection(src, w1 + layer * N1 * K1, dst, N1, K1, stride_buf, stride_buf, pid, programs, False, M, BLOCK_N, WORK)
+                _projection(src, w1 + layer * N1 * K1, dst, N1, K1, stride_buf, stride_buf, pid, programs, False, M,
+                            BLOCK_N, BLOCK_K, STAGES, WORK)
             elif p == 2:
-                _projection(src, w2 + layer * N2 * K2, dst, N2, K2, stride_buf, stride_buf, pid, programs, False, M, BLOCK_N, WORK)
+                _projection(src, w2 + layer * N2 * K2, dst, N2, K2, stride_buf, stride_buf, pid, programs, False, M,
+                            BLOCK_N, BLOCK_K, STAGES, WORK)
             else:
-                _projection(src, w3 + layer * N3 * K3, dst, N3, K3, stride_buf, stride_buf, pid, programs, True, M, BLOCK_N, WORK)
+                _projection(src, w3 + layer * N3 * K3, dst, N3, K3, stride_buf, stride_buf, pid, programs, True, M,
+                            BLOCK_N, BLOCK_K, STAGES, WORK)
             _grid_barrier(counter, programs * (i + 1))
 
 
 def persistent(x: torch.Tensor, weights: list[torch.Tensor], bufs: torch.Tensor, counter: torch.Tensor,
-               programs: int, work: bool = True, block_n: int = 32) -> torch.Tensor:
-    """The projections of every layer in one launch (x [M, K0] fp32; weights [L, N, K] each; bufs
-    [3, M, widest] fp32, the first zeroed; counter [1] int32, zeroed): the last layer's down output."""
+               programs: int, work: bool = True, block_n: int = 32, block_k: int = 128, stages: int = 1,
+               prefetch: bool = False, ahead: int = 24 << 20) -> torch.Tensor:
+    """The projections of every layer in one launch (x [M, K0] fp32; weights [L, N, K] bf16 each;
+    bufs [3, M, widest] fp32, the first zeroed; counter [1] int32, zeroed): the last layer's down
+    output. prefetch: each projection's first `ahead` bytes asked of L2 one projection early (a
+    GPU of sm_90 or later; the interpreter cannot run it)."""
     L = weights[0].shape[0]
     (n0, k0), (n1, k1), (n2, k2), (n3, k3) = [w.shape[1:] for w in weights]
     M = x.shape[0]
     assert x.stride(0) == bufs.stride(1) and bufs.is_contiguous() and all(w.is_contiguous() for w in weights)
-    _layers[(programs,)](x, *weights, bufs, counter, L, bufs.stride(1), bufs[0].numel(),
-                         n0, k0, n1, k1, n2, k2, n3, k3, M=M, BLOCK_N=block_n, WORK=work, num_warps=4)
+    assert not prefetch or all(w.element_size() == 2 for w in weights), "the prefetch counts bf16 bytes"
+    warps = 4
+    _layers[(programs,)](x, *weights, bufs, counter, L, bufs.stride(1), bufs[0].numel(), ahead,
+                         n0, k0, n1, k1, n2, k2, n3, k3, M=M, BLOCK_N=block_n, BLOCK_K=block_k, STAGES=stages,
+                         PREFETCH=prefetch, THREADS=32 * warps, WORK=work, num_warps=warps)
     return bufs[(4 * L - 1) % 3, :, :n3]
+
+
+def ptx(prefetch: bool, block_n: int = 32, block_k: int = 128, stages: int = 1) -> str:
+    """The kernel's PTX for sm_90 (no GPU needed; Triton's own ptxas checks it)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ints = ["L", "stride_buf", "buf_numel", "ahead", "N0", "K0", "N1", "K1", "N2", "K2", "N3", "K3"]
+    signature = {"x_ptr": "*fp32", **{f"w{i}": "*bf16" for i in range(4)}, "bufs": "*fp32", "counter": "*i32",
+                 **dict.fromkeys(ints, "i32")}
+    constexprs = {"M": 16, "BLOCK_N": block_n, "BLOCK_K": block_k, "STAGES": stages, "PREFETCH": prefetch,
+                  "THREADS": 128, "WORK": True}
+    source = ASTSource(fn=_layers, signature={**signature, **dict.fromkeys(constexprs, "constexpr")},
+                       constexprs=constexprs, attrs={(i,): [["tt.divisibility", 16]] for i in range(7)})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
 
 
 def reference(x: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tensor:
@@ -183,12 +245,14 @@ def main(argv=None) -> None:
         ref = reference(x, first)  # SiLU-and-mul squares small activations, which reach 0 in a few layers
         floor = sum(w.numel() * w.element_size() for w in weights) / bandwidth * 1e6
 
-        def run(ws, work=True, block_n=TILES[0]):
+        def run(ws, work=True, variant=VARIANTS[0]):
+            block_n, block_k, stages, prefetch = variant
             counter.zero_()
             bufs[0].zero_()
-            return persistent(x, ws, bufs, counter, programs, work, block_n)
+            return persistent(x, ws, bufs, counter, programs, work, block_n, block_k, stages, prefetch)
 
         idle = graph_us(lambda: run(weights, False))
+        streamed = graph_us(lambda: run(weights, False, (32, 128, 1, True)))
         h = [torch.empty(args.rows, w.shape[1], device="cuda", dtype=torch.bfloat16) for w in weights]
         xb = x[:, : weights[0].shape[2]].to(torch.bfloat16)
 
@@ -203,19 +267,25 @@ def main(argv=None) -> None:
                 inp = h[3][:, : weights[0].shape[2]]
 
         theirs = graph_us(cublas)
-        rows.append([shape, L, "cuBLAS, a graph", f"{theirs:,.1f}", f"{theirs / floor:.2f}", "", f"{floor:,.1f}"])
-        point = {"shape": shape, "layers": L, "floor_us": floor, "cublas_graph_us": theirs, "barriers_only_us": idle}
-        for block_n in TILES:
-            out = run(first, True, block_n)
+        rows.append([shape, "cuBLAS, a graph", "", f"{theirs:,.1f}", f"{theirs / floor:.2f}", ""])
+        point = {"shape": shape, "layers": L, "floor_us": floor, "cublas_graph_us": theirs,
+                 "barriers_only_us": idle, "prefetch_and_barriers_us": streamed, "variants": []}
+        for variant in VARIANTS:
+            out = run(first, True, variant)
             err = ((out - ref).norm() / ref.norm()).item()
-            ours = graph_us(lambda: run(weights, True, block_n))
-            rows.append([shape, L, f"persistent, tiles of {block_n}", f"{ours:,.1f}", f"{ours / floor:.2f}", f"{err:.1e}", ""])
-            point[f"persistent_{block_n}_us"], point[f"rel_err_{block_n}"] = ours, err
-        rows.append([shape, L, "persistent, no work (launch + barriers)", f"{idle:,.1f}", "", "", ""])
+            ours = graph_us(lambda: run(weights, True, variant))
+            n, k, s, pf = variant
+            rows.append([shape, f"persistent{', L2 prefetch' if pf else ''}", f"{n} x {k}, {s}",
+                         f"{ours:,.1f}", f"{ours / floor:.2f}", f"{err:.1e}"])
+            point["variants"].append({"block_n": n, "block_k": k, "stages": s, "prefetch": pf, "us": ours, "rel_err": err})
+        rows.append([shape, "persistent, no work (launch + barriers)", "", f"{idle:,.1f}", "", ""])
+        rows.append([shape, "persistent, no work, L2 prefetch (the weights streamed)", "", f"{streamed:,.1f}",
+                     f"{streamed / floor:.2f}", ""])
+        rows.append([shape, "floor", "", f"{floor:,.1f}", "1.00", ""])
         results.append(point)
     print(header(f"One persistent kernel for a step's projections, {args.rows} rows, {programs} programs"))
     print(f"floor at {bandwidth / 1e12:.2f} TB/s (the {card}'s)\n")
-    print(table(["shape", "layers", "projections", "us", "x floor", "rel. error", "floor us"], rows))
+    print(table(["shape", "projections", "tile x chunk, stages", "us", "x floor", "rel. error"], rows))
     save_json("persistent_probe.json", {"rows": args.rows, "programs": programs, "card": card, "points": results})
 
 
