@@ -85,7 +85,7 @@ job() {
     attention_layout2) $t 400 python3 -m bench.attention --sweep-layout --shapes 7b --contexts 4096 --k 16
       $t 400 python3 -m bench.attention --sweep-layout --shapes 0.5b 1.5b --contexts 1024 16384 --k 16 ;;
     # One persistent kernel for a step's projections (a grid barrier after each) against cuBLAS in a graph.
-    persistent_probe) $t 120 python3 -m bench.persistent_probe ;;
+    persistent_probe) $t 420 python3 -m bench.persistent_probe ;;
     # The small projections (q|k|v, o) at 16 rows: cuBLAS against Triton tiles.
     linear_small) $t 300 python3 -m bench.linear_small ;;
     # A first prompt chunk's launch parameters (2k and 4k), against SDPA.

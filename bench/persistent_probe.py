@@ -28,6 +28,7 @@ engine path. First figures: bench/RESULTS.md, "Verify step against the weight-re
 from __future__ import annotations
 
 import argparse
+from typing import NamedTuple
 
 import torch
 import triton
@@ -36,11 +37,21 @@ import triton.language as tl
 from bench.common import graphed, header, save_json, table
 from bench.step_time import SHAPES, floor_bandwidth
 
-# The variants timed: (tile columns, chunk inputs, pipeline stages, L2 prefetch). The first
-# three are the first round's kernel (no pipelining asked, no prefetch); the rest sweep.
-VARIANTS = [(16, 128, 1, False), (32, 128, 1, False), (64, 128, 1, False)] + [
-    (n, k, s, pf) for pf in (False, True) for n in (32, 64, 128) for k in (64, 128) for s in (1, 3)
-    if (n, k, s, pf) not in {(32, 128, 1, False), (64, 128, 1, False)}]
+class Variant(NamedTuple):
+    """One way of running the kernel: a tile's columns x a chunk's inputs, the chunk loop's
+    pipeline stages, the L2 prefetch of the next projection's weights, and warps a program."""
+
+    block_n: int
+    block_k: int
+    stages: int = 1
+    prefetch: bool = False
+    warps: int = 4
+
+
+FIRST_ROUND = [Variant(16, 128), Variant(32, 128), Variant(64, 128)]  # nothing pipelined or prefetched
+VARIANTS = FIRST_ROUND + [
+    Variant(n, k, s) for n in (32, 64, 128) for k in (64, 128) for s in (1, 3) if Variant(n, k, s) not in FIRST_ROUND
+] + [Variant(n, k, s, True, w) for w in (4, 8) for n in (32, 64, 128) for k in (64, 128) for s in (1, 3) if w == 4 or n >= 64]
 
 
 @triton.jit
@@ -151,25 +162,25 @@ def _layers(x_ptr, w0, w1, w2, w3, bufs, counter, L, stride_buf, buf_numel, ahea
 
 
 def persistent(x: torch.Tensor, weights: list[torch.Tensor], bufs: torch.Tensor, counter: torch.Tensor,
-               programs: int, work: bool = True, block_n: int = 32, block_k: int = 128, stages: int = 1,
-               prefetch: bool = False, ahead: int = 24 << 20) -> torch.Tensor:
+               programs: int, work: bool = True, variant: Variant = Variant(32, 128),
+               ahead: int = 24 << 20) -> torch.Tensor:
     """The projections of every layer in one launch (x [M, K0] fp32; weights [L, N, K] bf16 each;
     bufs [3, M, widest] fp32, the first zeroed; counter [1] int32, zeroed): the last layer's down
     output. prefetch: each projection's first `ahead` bytes asked of L2 one projection early (a
-    GPU of sm_90 or later; the interpreter cannot run it)."""
+    GPU of sm_90 or later; the interpreter cannot run it): `variant.prefetch`."""
     L = weights[0].shape[0]
     (n0, k0), (n1, k1), (n2, k2), (n3, k3) = [w.shape[1:] for w in weights]
     M = x.shape[0]
     assert x.stride(0) == bufs.stride(1) and bufs.is_contiguous() and all(w.is_contiguous() for w in weights)
-    assert not prefetch or all(w.element_size() == 2 for w in weights), "the prefetch counts bf16 bytes"
-    warps = 4
+    assert not variant.prefetch or all(w.element_size() == 2 for w in weights), "the prefetch counts bf16 bytes"
     _layers[(programs,)](x, *weights, bufs, counter, L, bufs.stride(1), bufs[0].numel(), ahead,
-                         n0, k0, n1, k1, n2, k2, n3, k3, M=M, BLOCK_N=block_n, BLOCK_K=block_k, STAGES=stages,
-                         PREFETCH=prefetch, THREADS=32 * warps, WORK=work, num_warps=warps)
+                         n0, k0, n1, k1, n2, k2, n3, k3, M=M, BLOCK_N=variant.block_n, BLOCK_K=variant.block_k,
+                         STAGES=variant.stages, PREFETCH=variant.prefetch, THREADS=32 * variant.warps, WORK=work,
+                         num_warps=variant.warps)
     return bufs[(4 * L - 1) % 3, :, :n3]
 
 
-def ptx(prefetch: bool, block_n: int = 32, block_k: int = 128, stages: int = 1) -> str:
+def ptx(variant: Variant) -> str:
     """The kernel's PTX for sm_90 (no GPU needed; Triton's own ptxas checks it)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -177,11 +188,11 @@ def ptx(prefetch: bool, block_n: int = 32, block_k: int = 128, stages: int = 1) 
     ints = ["L", "stride_buf", "buf_numel", "ahead", "N0", "K0", "N1", "K1", "N2", "K2", "N3", "K3"]
     signature = {"x_ptr": "*fp32", **{f"w{i}": "*bf16" for i in range(4)}, "bufs": "*fp32", "counter": "*i32",
                  **dict.fromkeys(ints, "i32")}
-    constexprs = {"M": 16, "BLOCK_N": block_n, "BLOCK_K": block_k, "STAGES": stages, "PREFETCH": prefetch,
-                  "THREADS": 128, "WORK": True}
+    constexprs = {"M": 16, "BLOCK_N": variant.block_n, "BLOCK_K": variant.block_k, "STAGES": variant.stages,
+                  "PREFETCH": variant.prefetch, "THREADS": 32 * variant.warps, "WORK": True}
     source = ASTSource(fn=_layers, signature={**signature, **dict.fromkeys(constexprs, "constexpr")},
                        constexprs=constexprs, attrs={(i,): [["tt.divisibility", 16]] for i in range(7)})
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": variant.warps}).asm["ptx"]
 
 
 def reference(x: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tensor:
@@ -246,13 +257,12 @@ def main(argv=None) -> None:
         floor = sum(w.numel() * w.element_size() for w in weights) / bandwidth * 1e6
 
         def run(ws, work=True, variant=VARIANTS[0]):
-            block_n, block_k, stages, prefetch = variant
             counter.zero_()
             bufs[0].zero_()
-            return persistent(x, ws, bufs, counter, programs, work, block_n, block_k, stages, prefetch)
+            return persistent(x, ws, bufs, counter, programs, work, variant)
 
         idle = graph_us(lambda: run(weights, False))
-        streamed = graph_us(lambda: run(weights, False, (32, 128, 1, True)))
+        streamed = graph_us(lambda: run(weights, False, Variant(32, 128, prefetch=True)))
         h = [torch.empty(args.rows, w.shape[1], device="cuda", dtype=torch.bfloat16) for w in weights]
         xb = x[:, : weights[0].shape[2]].to(torch.bfloat16)
 
@@ -274,10 +284,10 @@ def main(argv=None) -> None:
             out = run(first, True, variant)
             err = ((out - ref).norm() / ref.norm()).item()
             ours = graph_us(lambda: run(weights, True, variant))
-            n, k, s, pf = variant
-            rows.append([shape, f"persistent{', L2 prefetch' if pf else ''}", f"{n} x {k}, {s}",
+            rows.append([shape, f"persistent{', L2 prefetch' if variant.prefetch else ''}",
+                         f"{variant.block_n} x {variant.block_k}, {variant.stages}, {variant.warps}",
                          f"{ours:,.1f}", f"{ours / floor:.2f}", f"{err:.1e}"])
-            point["variants"].append({"block_n": n, "block_k": k, "stages": s, "prefetch": pf, "us": ours, "rel_err": err})
+            point["variants"].append({**variant._asdict(), "us": ours, "rel_err": err})
         rows.append([shape, "persistent, no work (launch + barriers)", "", f"{idle:,.1f}", "", ""])
         rows.append([shape, "persistent, no work, L2 prefetch (the weights streamed)", "", f"{streamed:,.1f}",
                      f"{streamed / floor:.2f}", ""])
@@ -285,7 +295,7 @@ def main(argv=None) -> None:
         results.append(point)
     print(header(f"One persistent kernel for a step's projections, {args.rows} rows, {programs} programs"))
     print(f"floor at {bandwidth / 1e12:.2f} TB/s (the {card}'s)\n")
-    print(table(["shape", "projections", "tile x chunk, stages", "us", "x floor", "rel. error"], rows))
+    print(table(["shape", "projections", "tile x chunk, stages, warps", "us", "x floor", "rel. error"], rows))
     save_json("persistent_probe.json", {"rows": args.rows, "programs": programs, "card": card, "points": results})
 
 

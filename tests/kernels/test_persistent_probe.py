@@ -14,12 +14,11 @@ import torch
 from bench import persistent_probe as probe
 
 
-@pytest.mark.parametrize("variant", [v for v in probe.VARIANTS if not v[3]], ids=str)
+@pytest.mark.parametrize("variant", [v for v in probe.VARIANTS if not v.prefetch], ids=str)
 def test_one_program_computes_every_layers_projections(variant):
-    block_n, block_k, stages, _ = variant
     dims = [(256, 128), (128, 128), (512, 128), (128, 256)]  # hidden 128: q|k|v, o, gate|up, down
     x, weights, bufs, counter = probe.make(2, dims, 16, "cpu", torch.float32)
-    out = probe.persistent(x, weights, bufs, counter, programs=1, block_n=block_n, block_k=block_k, stages=stages)
+    out = probe.persistent(x, weights, bufs, counter, programs=1, variant=variant)
     ref = probe.reference(x, weights)
     assert out.shape == ref.shape == (16, 128)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
@@ -35,7 +34,7 @@ def test_no_work_leaves_the_output_zero():
 def _ptx(prefetch: bool) -> str:
     """The kernel's PTX for sm_90, compiled in a process of its own (this one interprets)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    code = f"from bench.persistent_probe import ptx; print(ptx({prefetch}))"
+    code = f"from bench.persistent_probe import Variant, ptx; print(ptx(Variant(32, 128, prefetch={prefetch})))"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
                           cwd=Path(__file__).parents[2]).stdout
 
