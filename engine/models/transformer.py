@@ -134,6 +134,7 @@ class CausalLM(nn.Module):
         self.heads = None  # engine/speculative/heads.py DraftHeads, when the target drafts its own tokens
         self.batch_invariant = False
         self.head_packed: torch.Tensor | None = None  # the lm_head's weight packed for the CPU (pack_weights)
+        self.prefetch = None  # kernels/l2_prefetch.py WeightPrefetch, when set_weight_prefetch
 
     def set_kernel_impl(self, impl: str) -> None:
         """"ref" or "triton" (kernels/paged_attention.resolve_impl) for the attention and the fused
@@ -153,6 +154,15 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, Linear)):
                 module.batch_invariant = on
+
+    def set_weight_prefetch(self, on: bool) -> None:
+        """CUDA sm_90+: each layer asks L2 for its weights after q|k|v and the next layer's q|k|v
+        as it starts, on a side stream (kernels/l2_prefetch.py). Before any graph is captured."""
+        from kernels.l2_prefetch import WeightPrefetch
+
+        layers = [[layer.self_attn.qkv_proj.weight, layer.self_attn.o_proj.weight,
+                   layer.mlp.gate_up_proj.weight, layer.mlp.down_proj.weight] for layer in self.layers]
+        self.prefetch = WeightPrefetch(layers, layers[0][0].device) if on else None
 
     def pack_weights(self) -> None:
         """Pack the linear layers' weights for the CPU's GEMMs (layers.pack_weight), and a packed
@@ -178,8 +188,12 @@ class CausalLM(nn.Module):
         """input_ids, positions: [T] -> hidden states [T, hidden] (final norm applied)."""
         x, residual = self.embed_tokens(input_ids), None
         cos, sin = self.rotary(positions, x.dtype)
-        for layer, kv in zip(self.layers, kv_caches):
+        for i, (layer, kv) in enumerate(zip(self.layers, kv_caches)):
+            if self.prefetch is not None:
+                self.prefetch.fork(i)
             x, residual = layer(x, residual, cos, sin, meta, kv)
+        if self.prefetch is not None:
+            self.prefetch.join()
         x, _ = self.norm(x, residual)
         return x
 
