@@ -1,9 +1,8 @@
 """The engine's CUDA graph steps against its eager steps, on a GPU (plain, with PDL, with the L2
-weight prefetch): the same tokens after short
-prompts prefilled in verify blocks and from verify and decode steps, and the same scores from
-short prefills run in verify blocks, several blocks of one sequence a replay. The
-graphs run only on CUDA; their inputs' layout is checked on the CPU by tests/test_graph_inputs.py
-and the short prefill's blocks by tests/speculative/test_scoring.py."""
+weight prefetch): the same tokens after short prompts prefilled in verify blocks and from verify
+and decode steps, and the same scores from short prefills run in verify blocks, several blocks of
+one sequence a replay. The graphs run only on CUDA; their inputs' layout is checked on the CPU by
+tests/test_graph_inputs.py and the short prefill's blocks by tests/speculative/test_scoring.py."""
 
 import pytest
 import torch
