@@ -17,8 +17,8 @@ projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiL
 
 Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each variant
 (tile x chunk, pipeline stages, prefetch; its error against torch on one layer), the same kernel
-with no work (its launch and barriers alone; with the prefetch, the weights streamed to L2 through
-the barriers), and the floor (the weights over the card's bandwidth). The persistent kernel
+with no work (its launch and barriers alone; with the prefetches issued, which nothing waits on,
+though back-to-back replays queue behind them), and the floor (the weights over the card's bandwidth). The persistent kernel
 needs every program resident at once (one per SM, nothing else on the GPU): a probe, not an
 engine path. First figures: bench/RESULTS.md, "Verify step against the weight-read floor".
 
@@ -279,7 +279,7 @@ def main(argv=None) -> None:
         theirs = graph_us(cublas)
         rows.append([shape, "cuBLAS, a graph", "", f"{theirs:,.1f}", f"{theirs / floor:.2f}", ""])
         point = {"shape": shape, "layers": L, "floor_us": floor, "cublas_graph_us": theirs,
-                 "barriers_only_us": idle, "prefetch_and_barriers_us": streamed, "variants": []}
+                 "barriers_only_us": idle, "prefetches_issued_and_barriers_us": streamed, "variants": []}
         for variant in VARIANTS:
             out = run(first, True, variant)
             err = ((out - ref).norm() / ref.norm()).item()
@@ -289,8 +289,8 @@ def main(argv=None) -> None:
                          f"{ours:,.1f}", f"{ours / floor:.2f}", f"{err:.1e}"])
             point["variants"].append({**variant._asdict(), "us": ours, "rel_err": err})
         rows.append([shape, "persistent, no work (launch + barriers)", "", f"{idle:,.1f}", "", ""])
-        rows.append([shape, "persistent, no work, L2 prefetch (the weights streamed)", "", f"{streamed:,.1f}",
-                     f"{streamed / floor:.2f}", ""])
+        rows.append([shape, "persistent, no work, L2 prefetches issued (nothing waits on them)", "",
+                     f"{streamed:,.1f}", f"{streamed / floor:.2f}", ""])
         rows.append([shape, "floor", "", f"{floor:,.1f}", "1.00", ""])
         results.append(point)
     print(header(f"One persistent kernel for a step's projections, {args.rows} rows, {programs} programs"))
