@@ -30,9 +30,9 @@ recent acceptance like TCP slow start: 4 drafted and accepted plus the bonus mak
 **Index.** Per source, two n-gram indexes, built when the source is first searched (a source whose
 cursor never misses is never indexed): every `min_match`-gram and every `long_match`-gram -> the
 sorted positions right after its occurrences. A source that never grows (the prediction, the file,
-the snippet, documents, the prompt) gets a `SortedIndex` (its n-grams' hashes sorted by numpy, ~4x
-faster to build than a dict of lists, which at 8-32 concurrent requests was most of a verify
-step's host time); the generated tokens a `GrowingIndex` (runs of SortedIndex and a dict of the
+the snippet, documents, the prompt) gets a `SortedIndex` (its n-grams' hashes ordered by numpy's
+radix sort on 16 bits of each, several times faster to build than a dict of lists, which at 8-32
+concurrent requests was most of a verify step's host time); the generated tokens a `GrowingIndex` (runs of SortedIndex and a dict of the
 newest positions), extended when searched.
 Re-anchoring looks the context's last `long_match` tokens up first (any match of that length or
 longer is there), else its last `min_match` tokens, then grows the candidate matches backwards one
@@ -78,16 +78,26 @@ def gram_hash(gram: tuple[int, ...], base: int = HASH_BASE) -> int:
     return h
 
 
-class SortedIndex:
-    """The n-gram index of a source that never grows: its n-grams' hashes, sorted.
+_BUCKET_MIX = 0xD6E8FEB86659FD93  # odd: the top bits of hash * it depend on every bit of the hash
 
-    `hashes` holds every n-gram's `gram_hash` in ascending order, `ends[i]` the position right after
-    the n-gram of `hashes[i]`, both numpy arrays. Built in a few numpy passes -- several times
-    faster than a dict of lists (index_ngrams; bench/HISTORY.md, "Draft heads, round three") -- and
-    kept as arrays, since a request's first miss builds every source's index while the GPU waits:
-    turning them into lists took about as long as the sort. `get(gram)` gives what
-    `index_ngrams(tokens, n).get(gram)` gives, the sorted positions, plus, where two n-grams share a
-    64-bit hash, the other one's: `find_anchor` keeps only the candidates that really match.
+
+def _buckets(h: np.ndarray) -> np.ndarray:
+    """A SortedIndex's bucket of each hash: the top 16 bits of hash * _BUCKET_MIX (mod 2^64)."""
+    return ((h * np.uint64(_BUCKET_MIX)) >> np.uint64(48)).astype(np.uint16)
+
+
+class SortedIndex:
+    """The n-gram index of a source that never grows: its n-grams' hashes in buckets.
+
+    `hashes` holds every n-gram's `gram_hash`, `ends[i]` the position right after the n-gram of
+    `hashes[i]`, both numpy arrays, ordered by `buckets` (16 bits of the hash, `_buckets`) and within
+    a bucket by position: one stable argsort of 16-bit keys, which numpy runs as a radix sort, 5-9x
+    faster than sorting the 64-bit hashes (bench/HISTORY.md, "Issue 35: the L2 weight prefetch,
+    built; index builds by buckets"). Built in a few numpy passes -- several times faster than a
+    dict of lists (index_ngrams; bench/HISTORY.md, "Draft heads, round three") -- and kept as arrays,
+    since a request's first miss builds every source's index while the GPU waits. `get(gram)` gives
+    what `index_ngrams(tokens, n).get(gram)` gives, the sorted positions, plus, where two n-grams
+    share a 64-bit hash, the other one's: `find_anchor` keeps only the candidates that really match.
     `tokens` may be a uint64 array already (one conversion for a source's indexes).
 
     Example: tokens [5, 6, 7, 5, 6], n = 2 -> get((5, 6)) = [2, 5], get((6, 7)) = [3], get((6, 5)) = None.
@@ -105,19 +115,22 @@ class SortedIndex:
 
     def _sort(self, h: np.ndarray, n: int, base: int) -> None:
         self.n, self.base = n, base
-        order = np.argsort(h)  # not stable (4-5x faster): `find` sorts one hash's positions
-        self.hashes, self.ends = h[order], order + n
+        buckets = _buckets(h)
+        order = np.argsort(buckets, kind="stable")  # a radix sort; positions ascend within a bucket
+        self.buckets, self.hashes, self.ends = buckets[order], h[order], order + n
 
     def get(self, gram: tuple[int, ...]) -> list[int] | None:
         return self.find(gram_hash(gram, self.base))
 
     def find(self, key: int) -> list[int] | None:
-        """The positions after the n-grams whose hash is `key`."""
-        key = np.uint64(key)
-        lo, hi = self.hashes.searchsorted(key), self.hashes.searchsorted(key, "right")
-        if hi - lo > 1:
-            return np.sort(self.ends[lo:hi]).tolist()
-        return self.ends[lo:hi].tolist() if hi > lo else None
+        """The positions after the n-grams whose hash is `key`, ascending."""
+        bucket = np.uint16(((key * _BUCKET_MIX) & _MASK) >> 48)
+        lo, hi = self.buckets.searchsorted(bucket), self.buckets.searchsorted(bucket, "right")
+        if hi == lo:
+            return None
+        if hi - lo == 1:
+            return [int(self.ends[lo])] if self.hashes[lo] == key else None
+        return self.ends[lo:hi][self.hashes[lo:hi] == np.uint64(key)].tolist() or None
 
 
 def ngram_hashes(toks: np.ndarray, lengths: tuple[int, ...], base: int = HASH_BASE) -> dict[int, np.ndarray]:

@@ -2,6 +2,8 @@
 
 import random
 
+import numpy as np
+
 import pytest
 
 from engine.speculative.baselines import EarliestNgramDrafter, earliest_ngram_draft, index_first_ngrams
@@ -407,12 +409,31 @@ def test_sorted_index_equals_the_dict_index_on_random_sources():
             assert index.get((10**6,) * n) is None  # a token no source holds
 
 
+def test_sorted_index_tells_apart_hashes_that_share_a_bucket():
+    """300,000 n-grams in 65,536 buckets: most buckets hold several hashes, and `find` answers
+    only the key's own (in ascending positions), or None where its bucket holds others alone."""
+    from engine.speculative.lookup import _buckets
+
+    rng = random.Random(6)
+    tokens = [rng.randrange(150_000) for _ in range(300_000)]
+    index, truth = SortedIndex(tokens, 2), index_ngrams(tokens, 2)
+    assert len(set(index.buckets.tolist())) < len(truth) // 4
+    for gram in rng.sample(sorted(truth), 3000):
+        assert index.get(gram) == truth[gram]
+
+    def others_in_its_bucket(gram):
+        bucket = _buckets(np.asarray([gram_hash(gram)], np.uint64))[0]
+        return index.buckets.searchsorted(bucket, "right") - index.buckets.searchsorted(bucket)
+
+    absent = [g for g in ((rng.randrange(150_000), rng.randrange(150_000)) for _ in range(3000)) if g not in truth]
+    shared = [g for g in absent if others_in_its_bucket(g) > 0]
+    assert len(shared) > 1000 and all(index.get(g) is None for g in shared)
+
+
 def test_ngram_hashes_by_halves_equal_horners_rule():
     """The hashes built by halves (`ngram_hashes`) are gram_hash's, n-gram by n-gram, for lengths
     that share their halves and for one that shares none, and `sorted_indexes`' indexes equal the
     dict's."""
-    import numpy as np
-
     rng = random.Random(5)
     for _ in range(50):
         tokens = [rng.randrange(rng.choice([3, 150_000, 1 << 40])) for _ in range(rng.randrange(0, 40))]
