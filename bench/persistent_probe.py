@@ -9,10 +9,10 @@ projection's work (tiles of 16-128 columns x chunks of 64 or 128 inputs of its w
 evenly among the programs (a tile's run of chunks summed in registers, then added to the fp32
 output atomically), SiLU-and-mul between gate|up and down, and a grid barrier after every
 projection (an atomic counter each program adds to, then waits on). Optionally each projection
-first asks the L2 cache for the next one's weights, which do not depend on the activations, so
-memory streams through the barriers (the design of the megakernels of Hazy Research's "Look Ma,
-no bubbles" and of Mirage's persistent kernel, here in Triton). Left out: the attention, the norms,
-RoPE, the lm_head; so the figures are a lower bound for that design, against the same
+first asks the L2 cache for the next one's weights (kernels/l2_prefetch.py), which do not depend
+on the activations, so memory streams through the barriers (the design of the megakernels of
+Hazy Research's "Look Ma, no bubbles" and of Mirage's persistent kernel, here in Triton). Left
+out: the attention, the norms, RoPE, the lm_head; so the figures are a lower bound for that design, against the same
 projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiLU-and-mul).
 
 Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each variant
@@ -36,6 +36,7 @@ import triton.language as tl
 
 from bench.common import graphed, header, save_json, table
 from bench.step_time import SHAPES, floor_bandwidth
+from kernels.l2_prefetch import prefetch_bytes
 
 class Variant(NamedTuple):
     """One way of running the kernel: a tile's columns x a chunk's inputs, the chunk loop's
@@ -61,20 +62,6 @@ def _grid_barrier(counter, target):
     tl.atomic_add(counter, 1, sem="release")
     while tl.atomic_add(counter, 0, sem="acquire") < target:
         pass
-
-
-@triton.jit
-def _prefetch_l2(base, nbytes, pid, programs, THREADS: tl.constexpr):
-    """Ask the L2 cache to fetch bytes [0, nbytes) from `base`, this program's share: each of its
-    threads one `cp.async.bulk.prefetch.L2` (sm_90+; a hint, nothing waits on it) of a 16-byte
-    aligned piece. Weights do not depend on the activations, so the next projection's can stream
-    from memory while this one computes and waits at its barrier."""
-    per = tl.cdiv(tl.cdiv(nbytes, programs * THREADS), 16) * 16
-    off = (pid * THREADS + tl.arange(0, THREADS)).to(tl.int64) * per
-    size = tl.minimum(tl.maximum(nbytes - off, 0), per).to(tl.int32)
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [base.to(tl.pointer_type(tl.int8)) + off, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -129,20 +116,20 @@ def _layers(x_ptr, w0, w1, w2, w3, bufs, counter, L, stride_buf, buf_numel, ahea
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     if PREFETCH:
-        _prefetch_l2(w0, tl.minimum(N0 * K0 * 2, ahead), pid, programs, THREADS)
+        prefetch_bytes(w0, tl.minimum(N0 * K0 * 2, ahead), pid, programs, THREADS)
     for layer32 in range(L):
         layer = tl.full([], 0, tl.int64) + layer32  # a 7B's weights pass 2**31 elements
         for p in tl.static_range(4):
             i = layer * 4 + p
             if PREFETCH:
                 if p == 0:
-                    _prefetch_l2(w1 + layer * N1 * K1, tl.minimum(N1 * K1 * 2, ahead), pid, programs, THREADS)
+                    prefetch_bytes(w1 + layer * N1 * K1, tl.minimum(N1 * K1 * 2, ahead), pid, programs, THREADS)
                 elif p == 1:
-                    _prefetch_l2(w2 + layer * N2 * K2, tl.minimum(N2 * K2 * 2, ahead), pid, programs, THREADS)
+                    prefetch_bytes(w2 + layer * N2 * K2, tl.minimum(N2 * K2 * 2, ahead), pid, programs, THREADS)
                 elif p == 2:
-                    _prefetch_l2(w3 + layer * N3 * K3, tl.minimum(N3 * K3 * 2, ahead), pid, programs, THREADS)
+                    prefetch_bytes(w3 + layer * N3 * K3, tl.minimum(N3 * K3 * 2, ahead), pid, programs, THREADS)
                 elif layer + 1 < L:
-                    _prefetch_l2(w0 + (layer + 1) * N0 * K0, tl.minimum(N0 * K0 * 2, ahead), pid, programs, THREADS)
+                    prefetch_bytes(w0 + (layer + 1) * N0 * K0, tl.minimum(N0 * K0 * 2, ahead), pid, programs, THREADS)
             src = bufs + ((i + 2) % 3) * buf_numel
             dst = bufs + (i % 3) * buf_numel
             _zero(bufs + ((i + 1) % 3) * buf_numel, buf_numel, pid, programs, 1024)

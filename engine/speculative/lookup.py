@@ -32,8 +32,8 @@ cursor never misses is never indexed): every `min_match`-gram and every `long_ma
 sorted positions right after its occurrences. A source that never grows (the prediction, the file,
 the snippet, documents, the prompt) gets a `SortedIndex` (its n-grams' hashes ordered by numpy's
 radix sort on 16 bits of each, several times faster to build than a dict of lists, which at 8-32
-concurrent requests was most of a verify step's host time); the generated tokens a `GrowingIndex` (runs of SortedIndex and a dict of the
-newest positions), extended when searched.
+concurrent requests was most of a verify step's host time); the generated tokens a
+`GrowingIndex` (runs of SortedIndex and a dict of the newest positions), extended when searched.
 Re-anchoring looks the context's last `long_match` tokens up first (any match of that length or
 longer is there), else its last `min_match` tokens, then grows the candidate matches backwards one
 token at a time, keeping those that still agree, up to `max_match`. Only the `max_candidates`
