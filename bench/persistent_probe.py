@@ -12,8 +12,9 @@ projection (an atomic counter each program adds to, then waits on). Optionally e
 first asks the L2 cache for the next one's weights (kernels/l2_prefetch.py), which do not depend
 on the activations, so memory streams through the barriers (the design of the megakernels of
 Hazy Research's "Look Ma, no bubbles" and of Mirage's persistent kernel, here in Triton). Left
-out: the attention, the norms, RoPE, the lm_head; so the figures are a lower bound for that design, against the same
-projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls and the SiLU-and-mul).
+out: the attention, the norms, RoPE, the lm_head; so the figures are a lower bound for that
+design, against the same projections as cuBLAS runs them (one CUDA graph of the 4 x L matmuls
+and the SiLU-and-mul).
 
 Printed, µs of one step's projections: cuBLAS in a graph, the persistent kernel at each variant
 (tile x chunk, pipeline stages, prefetch; its error against torch on one layer), the same kernel
