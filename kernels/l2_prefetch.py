@@ -3,15 +3,19 @@
 A 16-row verify step of a small model reads every weight once, in kernels of a few µs each;
 between them, and while the attention and the norms run, memory idles (the 0.5B's step is ~4x its
 weight-read floor, bench/RESULTS.md). Weights do not depend on the activations, so a kernel on a
-side stream can ask L2 for a layer's weights as the layer starts, and its projections then find
-them there. `cp.async.bulk.prefetch.L2` is a hint: it brings bytes into L2, nothing waits on it,
+side stream can ask L2 for a layer's weights before its projections run, and they then find them
+there. `cp.async.bulk.prefetch.L2` is a hint: it brings bytes into L2, nothing waits on it,
 and no result changes. The megakernels of Hazy Research ("Look Ma, no bubbles") and Mirage stream
 weights the same way across the boundaries of their fused operations.
 
-`WeightPrefetch` plans what each layer asks for: its weights after q|k|v (which the layer reads
-first, before a prefetch could land), then the next layer's q|k|v, at most a share of L2 so that a
-prefetch evicts only what was read already. `CausalLM.forward` forks the side stream at each layer
-and joins it at the end, which a CUDA graph captures as a branch beside the layer's kernels.
+`WeightPrefetch` plans what each layer asks for, once its q|k|v projection has run: its other
+weights (o, gate|up, down), then the next layer's q|k|v, at most a share of L2. Asked then, the
+lines a prefetch evicts should be ones read already: L2 evicts the lines it has not used lately
+first (LRU-like; NVIDIA does not document the policy), and the next layer's q|k|v, fetched but not
+yet read, is read before that layer asks for more (were a layer to ask as it starts, that q|k|v
+would be its least recently used line). The layer's attention forks the side stream
+(`Attention.after_qkv`), `CausalLM.forward` joins it at the end; a CUDA graph captures the forks
+as branches beside the layers' kernels.
 EngineConfig.prefetch_weights; bench.step_time --prefetch times it. Triton's interpreter cannot
 run inline PTX: tests compile the kernel for sm_90 (tests/kernels/test_l2_prefetch.py).
 """
@@ -73,8 +77,8 @@ def plan(layers: list[list[torch.Tensor]], budget: int) -> list[list[tuple[torch
 
 
 class WeightPrefetch:
-    """A model's layer weights asked of L2 one layer ahead, on a stream of its own: `fork(i)` as
-    layer i starts, `join()` after the last (module docstring)."""
+    """A model's layer weights asked of L2 ahead, on a stream of its own: `fork(i)` once layer i's
+    q|k|v projection has run, `join()` after the last layer (module docstring)."""
 
     def __init__(self, layers: list[list[torch.Tensor]], device: torch.device):
         props = torch.cuda.get_device_properties(device)
