@@ -437,15 +437,43 @@ def dropped_lines(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code
 
 def aligned(c: Candidate, seg: tuple[str, ...], index: OriginalIndex) -> tuple[list[int], int]:
     """The original rows in the candidate's span that no segment line matches (up to whitespace,
-    in order), and how many significant segment lines original lines of the span match."""
+    in order; difflib's alignment), and how many significant segment lines original lines of the
+    span match in order, at most (`common_length` of the two's significant lines: exact, so a
+    span inside another never shows fewer; difflib's greedy blocks, in repeated code, can match a
+    segment's second function to the first's body and show fewer in the smaller span)."""
     seg_from, seg_to, orig_from, orig_to = c.bounds
     ours = [normalize(line) for line in seg[seg_from:seg_to]]
     theirs = index.normal[orig_from:orig_to]
-    matched, shown = set(), 0
-    for a, b, size in line_matcher(theirs, ours).get_matching_blocks():
+    matched = set()
+    for a, _, size in line_matcher(theirs, ours).get_matching_blocks():
         matched.update(range(a, a + size))
-        shown += sum(1 for k in range(b, b + size) if not is_trivial(ours[k]))
+    shown = common_length([line for line in ours if not is_trivial(line)],
+                          [line for line in theirs if not is_trivial(line)])
     return [orig_from + p for p in range(len(theirs)) if p not in matched], shown
+
+
+def common_length(a: list[str], b: list[str]) -> int:
+    """The length of the longest common subsequence of `a` and `b`, bit-parallel (Allison and
+    Dix; Hyyrö, "Bit-parallel LCS-length computation revisited", 2004): one bit per element of
+    `a` in a Python integer, a few integer operations per element of `b`.
+
+    A common prefix and suffix are counted first, without the bits (a whole file written back
+    with one line changed costs nothing). Example: a = [x, y, z], b = [y, x, z] -> 2."""
+    n = min(len(a), len(b))
+    head = next((i for i in range(n) if a[i] != b[i]), n)
+    tail = next((i for i in range(n - head) if a[len(a) - 1 - i] != b[len(b) - 1 - i]), n - head)
+    a, b = a[head : len(a) - tail], b[head : len(b) - tail]
+    if not a or not b:
+        return head + tail
+    where: dict[str, int] = {}
+    for i, line in enumerate(a):
+        where[line] = where.get(line, 0) | (1 << i)
+    full = (1 << len(a)) - 1
+    v = full  # a 0 bit: an element of `a` in the common subsequence so far
+    for line in b:
+        u = v & where.get(line, 0)
+        v = ((v + u) | (v - u)) & full
+    return head + tail + len(a) - v.bit_count()
 
 
 def dropped_rows(c: Candidate, seg: tuple[str, ...], index: OriginalIndex, code_only: bool = False) -> list[int]:

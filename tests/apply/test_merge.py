@@ -527,3 +527,50 @@ def test_a_new_method_s_body_is_measured_in_columns_when_tabs_and_spaces_mix():
     original = "class A {\n\tint f() {\n\t\treturn 1;\n\t}\n}\n"
     index = OriginalIndex(tuple(original.splitlines()), original, "java")
     assert new_definition_rows(("    int g() {", "\t\treturn 2;", "    }"), index) == {0, 1, 2}
+
+
+def test_a_span_inside_another_shows_as_many_lines_and_deletes_less():
+    """Three functions with one body: the snippet changes alpha_1's signature and first line and
+    gamma_2's second. The span from alpha_1's `x += 1` and the one from beta_0's (the same lines
+    earlier) show the same segment lines in order; the first deletes less, so beta_0 stays.
+    Counted by difflib's greedy blocks, which matched gamma_2's body in the snippet to alpha_1's
+    in the original, the smaller span showed fewer lines, and beta_0's body was deleted with
+    confidence 1 (bench.fuzz_merge, seed 11, Python case 304, reduced)."""
+    body = "        return None\n        x += 1\n\n        v_0_3 = compute(gamma, 3)\n        v_0_4 = compute(beta, 4)\n"
+    original = ("import os\nimport sys\n\nclass Service:\n    def beta_0(x):\n" + body + "        return delta\n\n"
+                "    def alpha_1(x):\n" + body + "        return gamma\n\n\n    def gamma_2(x):\n" + body
+                + "        return gamma\n\n\n    def alpha_5(x):\n\n        return gamma\n")
+    new_alpha = ("    def alpha_1(x, y):\n        changed_0 = beta()\n        x += 1\n        inserted_1()\n\n"
+                 "        v_0_3 = compute(gamma, 3)\n        v_0_4 = compute(beta, 4)\n        return gamma\n        inserted_2()\n\n\n")
+    new_gamma = ("    def gamma_2(x):\n        return None\n        inserted_3()\n\n        v_0_3 = compute(gamma, 3)\n"
+                 "        v_0_4 = compute(beta, 4)\n        return gamma\n\n")
+    snippet = ("    # ... existing code ...\n" + new_alpha + new_gamma + "    # alpha_5: note 8\n    def alpha_5(x):\n\n"
+               "    # ... existing code ...\n")
+    old_alpha_gamma = ("    def alpha_1(x):\n" + body + "        return gamma\n\n\n    def gamma_2(x):\n" + body
+                       + "        return gamma\n\n\n")
+    expected = original.replace(old_alpha_gamma, new_alpha + new_gamma + "    # alpha_5: note 8\n")
+    assert expected != original
+    result = merge(original, snippet, "python")
+    assert result.ok and result.text == expected
+
+
+def test_common_length_is_the_longest_common_subsequence():
+    import random
+
+    from engine.apply.candidates import common_length
+
+    def by_table(a, b):
+        t = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+        for i, x in enumerate(a):
+            for j, y in enumerate(b):
+                t[i + 1][j + 1] = t[i][j] + 1 if x == y else max(t[i][j + 1], t[i + 1][j])
+        return t[-1][-1]
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        a = [rng.choice("abcd") for _ in range(rng.randrange(0, 25))]
+        b = [rng.choice("abcde") for _ in range(rng.randrange(0, 25))]
+        if rng.random() < 0.3:  # a common prefix and suffix
+            b = a[: rng.randrange(len(a) + 1)] + b + a[rng.randrange(len(a) + 1) :]
+        assert common_length(a, b) == by_table(a, b)
+    assert common_length(list("xyz"), list("yxz")) == 2
