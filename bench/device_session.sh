@@ -21,17 +21,15 @@
 #   bench/device_session.sh collect [WAIT]   wait up to WAIT s for the queue to drain, results into $OUT
 #
 # Issue 35's batch, on an H200 when one is lent: stepsK64 pull05 apply05_default concurrency_default_ab
-# equal_default_inv rag_default (then pull15: apply15_default). The L2 weight prefetch, first measured:
-# graphs steps_prefetch persistent_probe (no model), then pull05 apply05_prefetch. Logs and JSON go
-# to /root/results.
+# equal_default_inv rag_default (then pull15: apply15_default). Logs and JSON go to /root/results.
 # Jobs by area (each comment in `job` says what it measures; a job named with an older figure in
 # RESULTS.md and missing here is in this file at that figure's commit):
 #   tests natively: kernels, kernels_engine, graphs, kernels_inv
-#   the step (no model): stepsK64, steps_prefetch, steps_fresh05, steps_fresh15, profile_graphs, step7, beside, linear_small, persistent_probe,
+#   the step (no model): stepsK64, steps_fresh05, steps_fresh15, profile_graphs, step7, beside, linear_small, persistent_probe,
 #     attention_layout, attention_layout64, attention_layout2, attention_prefill
 #   models: pull05, pull15 (the parts q05, q15), served (smol)
-#   decoding and apply: apply05_default, apply15_default, equal_default_inv, apply05_switches, apply05_prefetch,
-#     workloads15_default, drafters, apply05, apply15, apply_train, model15, ranking, ranking_cpu
+#   decoding and apply: apply05_default, apply15_default, equal_default_inv, apply05_switches, workloads15_default,
+#     drafters, apply05, apply15, apply_train, model15, ranking, ranking_cpu
 #   many requests: concurrency_default, concurrency_default_ab, concurrency_switches, concurrency05_profile,
 #     concurrency05_ab64 (with the older tree carried in .old/)
 #   long context: rag_default, kl, needle
@@ -148,17 +146,10 @@ job() {
     apply05_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.spec_decode \
       --limit 0 --no-hf --no-vllm --plot $RES/apply05_sw$v --configs "lookup K=64 +prediction" \
       && cp $RES/spec_decode_cuda.json $RES/apply05_sw${v}_$(date +%s).json; done ;;
-    # The 0.5B's apply run with the L2 weight prefetch off and on, alternating (after pull05).
-    apply05_prefetch) for v in 0 1 0 1; do EDITAPPLY_PREFETCH_WEIGHTS=$v $t 200 python3 -m bench.spec_decode \
-      --limit 0 --no-hf --no-vllm --plot $RES/apply05_pf$v --configs "lookup K=64 +prediction" \
-      && cp $RES/spec_decode_cuda.json $RES/apply05_pf${v}_$(date +%s).json; done ;;
     # 64 requests at the default, the two switches both off and both on, the same way.
     concurrency_switches) for v in 0 1 0 1; do EDITAPPLY_PDL=$v EDITAPPLY_INT8_HEAD=$v $t 200 python3 -m bench.concurrency \
       --levels 64 --cases 0 --modes "lookup K=64 +prediction" && cp $RES/concurrency_cuda.json $RES/concurrency_sw${v}_$(date +%s).json; done ;;
     # The defaults (K=64, 32 a sequence in a crowded step, graphs of 16, 32, ... up to K) against K=16.
-    # The layers' weights asked of L2 ahead (kernels/l2_prefetch.py) off and on, each in its own process, twice.
-    steps_prefetch) for r in 1 2; do for s in 0.5b 1.5b; do $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s \
-      --contexts 4096 --no-hf --no-eager --no-checks --k 16 64 --prefetch off on; done; done ;;
     stepsK64) for s in 0.5b 1.5b; do $t 300 python3 -m bench.step_time --shape qwen2.5-coder-$s --contexts 4096 --no-hf \
       --no-eager --no-checks --k 16 32 64; done ;;
     apply05_default) $t 300 python3 -m bench.spec_decode --limit 0 --no-hf --no-vllm --plot $RES/apply05_default \

@@ -9,7 +9,7 @@ projection's work (tiles of 16-128 columns x chunks of 64 or 128 inputs of its w
 evenly among the programs (a tile's run of chunks summed in registers, then added to the fp32
 output atomically), SiLU-and-mul between gate|up and down, and a grid barrier after every
 projection (an atomic counter each program adds to, then waits on). Optionally each projection
-first asks the L2 cache for the next one's weights (kernels/l2_prefetch.py), which do not depend
+first asks the L2 cache for the next one's weights (`prefetch_bytes`), which do not depend
 on the activations, so memory streams through the barriers (the design of the megakernels of
 Hazy Research's "Look Ma, no bubbles" and of Mirage's persistent kernel, here in Triton). Left
 out: the attention, the norms, RoPE, the lm_head; so the figures are a lower bound for that
@@ -37,7 +37,6 @@ import triton.language as tl
 
 from bench.common import graphed, header, save_json, table
 from bench.step_time import SHAPES, floor_bandwidth
-from kernels.l2_prefetch import prefetch_bytes
 
 class Variant(NamedTuple):
     """One way of running the kernel: a tile's columns x a chunk's inputs, the chunk loop's
@@ -63,6 +62,19 @@ def _grid_barrier(counter, target):
     tl.atomic_add(counter, 1, sem="release")
     while tl.atomic_add(counter, 0, sem="acquire") < target:
         pass
+
+
+@triton.jit
+def prefetch_bytes(base, nbytes, pid, programs, THREADS: tl.constexpr):
+    """Ask L2 for bytes [0, nbytes) from `base` (16-byte aligned), this program's share: each of
+    its threads one `cp.async.bulk.prefetch.L2` (sm_90; inline PTX, Triton has no op for it) of a
+    piece, a multiple of 16 bytes (a tail under 16 is left). A hint: nothing waits on it."""
+    per = tl.cdiv(tl.cdiv(nbytes, programs * THREADS), 16) * 16
+    off = (pid * THREADS + tl.arange(0, THREADS)).to(tl.int64) * per
+    size = (tl.minimum(tl.maximum(nbytes - off, 0), per) // 16 * 16).to(tl.int32)
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [base.to(tl.pointer_type(tl.int8)) + off, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit

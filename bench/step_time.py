@@ -8,7 +8,7 @@ ahead": launched as soon as the step before is read back, its inputs staged mean
 engine runs most verify steps of copied text (Scheduler.plan_ahead). Also checks that graph replay and eager give the
 same greedy tokens, drafts and all.
 
-Each engine (a variant -- graphs or eager, attention, int8 head, PDL, L2 prefetch, packed weights -- at one
+Each engine (a variant -- graphs or eager, attention, int8 head, PDL, packed weights -- at one
 verify block of --k) is timed, then profiled, in a fresh process of its own, on the same random
 weights: a step timed after another engine ran in the process reads slow (bench/HISTORY.md,
 "Profiled, then timed"). `--one-process` for all in one.
@@ -337,8 +337,6 @@ def main(argv=None) -> None:
                     help="int8 embeddings and lm_head off and/or on (EngineConfig.int8_head)")
     ap.add_argument("--pdl", nargs="+", default=["off"], choices=["off", "on"],
                     help="CUDA: programmatic dependent launch of the Triton kernels off and/or on (EngineConfig.pdl)")
-    ap.add_argument("--prefetch", nargs="+", default=["off"], choices=["off", "on"],
-                    help="CUDA sm_90+: the layers' weights asked of L2 ahead off and/or on (EngineConfig.prefetch_weights)")
     ap.add_argument("--packed-weights", nargs="+", default=["on"], choices=["off", "on"],
                     help="CPU: the weights packed for oneDNN on and/or off (EngineConfig.packed_weights)")
     ap.add_argument("--one-process", action="store_true", help="time every engine in this process (each has "
@@ -361,7 +359,6 @@ class Variant(NamedTuple):
     int8_head: bool
     packed: bool
     pdl: bool
-    prefetch: bool = False
 
 
 def variants_of(args, cuda: bool) -> list[Variant]:
@@ -371,11 +368,9 @@ def variants_of(args, cuda: bool) -> list[Variant]:
     if not cuda:
         bases = [(f"ours, {impl}", True, impl) for impl in args.attention]
     return [Variant(name + (", int8 head" if i8 == "on" else "") + (", plain weights" if pw == "off" and not cuda else "")
-                    + (", PDL" if pdl == "on" else "") + (", L2 prefetch" if pf == "on" else ""),
-                    eager, impl, i8 == "on", pw == "on", pdl == "on", pf == "on")
+                    + (", PDL" if pdl == "on" else ""), eager, impl, i8 == "on", pw == "on", pdl == "on")
             for name, eager, impl in bases for i8 in args.int8_head
-            for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])
-            for pf in (args.prefetch if cuda else ["off"])]
+            for pw in (args.packed_weights if not cuda else ["on"]) for pdl in (args.pdl if cuda else ["off"])]
 
 
 def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
@@ -390,8 +385,7 @@ def measure(args, folder: Path, variant: Variant, verify: int) -> dict:
     eng = LLMEngine(EngineConfig(
         model=str(folder), device="cuda" if cuda else "cpu", enforce_eager=eager,
         max_model_len=max(args.contexts) + 64, max_num_seqs=1, attention=variant.impl,
-        int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl,
-        prefetch_weights=variant.prefetch, verify_tokens=verify))
+        int8_head=variant.int8_head, packed_weights=variant.packed, pdl=variant.pdl, verify_tokens=verify))
     out: dict = {"pid": os.getpid(), "steps": []}
     for ctx in args.contexts:
         for k in (1, verify) if first else (verify,):

@@ -97,9 +97,6 @@ class EngineConfig(EnvSettings):
     pdl: bool = Field(False, description=(
         "CUDA sm_90+: our Triton kernels launched with programmatic dependent launch, each scheduled while the "
         "kernel before it finishes and waiting for it on the GPU (kernels/pdl.py); off elsewhere"))
-    prefetch_weights: bool = Field(False, description=(
-        "CUDA sm_90+: once a layer's q|k|v projection has run, it asks the L2 cache for its other weights and the "
-        "next layer's q|k|v, on a side stream (kernels/l2_prefetch.py); off elsewhere"))
     seed: int = Field(0, description="default sampling seed")
     backend: Literal[BACKENDS] = Field("engine", description=(
         "which engine generates (engine/backends): engine (ours, in this process) or vllm (a `vllm serve`, for "

@@ -68,10 +68,6 @@ class ModelRunner:
             from kernels import pdl  # imports Triton, whose interpreter is chosen before its first import
 
             pdl.set_enabled(cfg.pdl)
-            from kernels import l2_prefetch
-
-            if cfg.prefetch_weights and l2_prefetch.available(self.device):
-                self.model.set_weight_prefetch(True)
         if cfg.rows_invariant:
             self.model.set_batch_invariant(True)
         if cfg.int8_head:

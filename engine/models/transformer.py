@@ -10,9 +10,7 @@ logits. Projections are fused (q|k|v and gate|up), and each residual add rides i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 from torch import nn
@@ -69,13 +67,10 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.impl = "ref"  # or "triton", for attention and RoPE; CausalLM.set_kernel_impl
         self.batch_invariant = False  # CausalLM.set_batch_invariant
-        self.after_qkv: Callable[[], None] | None = None  # CausalLM.set_weight_prefetch
 
     def forward(self, x, cos, sin, meta: AttentionMetadata, kv) -> torch.Tensor:
         T = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        if self.after_qkv is not None:  # the layer's other weights asked of L2 once q|k|v's are read
-            self.after_qkv()
         q = q.view(T, self.num_heads, self.head_dim)  # [T, H, D]
         k = k.view(T, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
         v = v.view(T, self.num_kv_heads, self.head_dim)
@@ -139,7 +134,6 @@ class CausalLM(nn.Module):
         self.heads = None  # engine/speculative/heads.py DraftHeads, when the target drafts its own tokens
         self.batch_invariant = False
         self.head_packed: torch.Tensor | None = None  # the lm_head's weight packed for the CPU (pack_weights)
-        self.prefetch = None  # kernels/l2_prefetch.py WeightPrefetch, when set_weight_prefetch
 
     def set_kernel_impl(self, impl: str) -> None:
         """"ref" or "triton" (kernels/paged_attention.resolve_impl) for the attention and the fused
@@ -159,18 +153,6 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (Attention, Linear)):
                 module.batch_invariant = on
-
-    def set_weight_prefetch(self, on: bool) -> None:
-        """CUDA sm_90+: once a layer's q|k|v projection has run, it asks L2 for the layer's other
-        weights and the next layer's q|k|v, on a side stream (kernels/l2_prefetch.py), joined at
-        the end of `forward`. Before any graph is captured."""
-        from kernels.l2_prefetch import WeightPrefetch
-
-        layers = [[layer.self_attn.qkv_proj.weight, layer.self_attn.o_proj.weight,
-                   layer.mlp.gate_up_proj.weight, layer.mlp.down_proj.weight] for layer in self.layers]
-        self.prefetch = WeightPrefetch(layers, layers[0][0].device) if on else None
-        for i, layer in enumerate(self.layers):
-            layer.self_attn.after_qkv = partial(self.prefetch.fork, i) if on else None
 
     def pack_weights(self) -> None:
         """Pack the linear layers' weights for the CPU's GEMMs (layers.pack_weight), and a packed
@@ -198,8 +180,6 @@ class CausalLM(nn.Module):
         cos, sin = self.rotary(positions, x.dtype)
         for layer, kv in zip(self.layers, kv_caches):
             x, residual = layer(x, residual, cos, sin, meta, kv)
-        if self.prefetch is not None:
-            self.prefetch.join()  # the side stream's prefetches, forked in each layer (after_qkv)
         x, _ = self.norm(x, residual)
         return x
 

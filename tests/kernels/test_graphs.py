@@ -1,8 +1,8 @@
-"""The engine's CUDA graph steps against its eager steps, on a GPU (plain, with PDL, with the L2
-weight prefetch): the same tokens after short prompts prefilled in verify blocks and from verify
-and decode steps, and the same scores from short prefills run in verify blocks, several blocks of
-one sequence a replay. The graphs run only on CUDA; their inputs' layout is checked on the CPU by
-tests/test_graph_inputs.py and the short prefill's blocks by tests/speculative/test_scoring.py."""
+"""The engine's CUDA graph steps against its eager steps, on a GPU: the same tokens after short
+prompts prefilled in verify blocks and from verify and decode steps, and the same scores from
+short prefills run in verify blocks, several blocks of one sequence a replay. The
+graphs run only on CUDA; their inputs' layout is checked on the CPU by tests/test_graph_inputs.py
+and the short prefill's blocks by tests/speculative/test_scoring.py."""
 
 import pytest
 import torch
@@ -10,8 +10,8 @@ import torch
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs run only on CUDA")
 
 
-@pytest.mark.parametrize("switches", [{}, {"pdl": True}, {"prefetch_weights": True}], ids=str)
-def test_graph_steps_write_the_eager_steps_tokens_and_scores(tiny_model, switches):
+@pytest.mark.parametrize("pdl", [False, True])
+def test_graph_steps_write_the_eager_steps_tokens_and_scores(tiny_model, pdl):
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
     from engine.types import Request, SamplingParams
@@ -21,9 +21,8 @@ def test_graph_steps_write_the_eager_steps_tokens_and_scores(tiny_model, switche
     outs = {}
     for eager in (True, False):
         eng = LLMEngine(EngineConfig(model=str(tiny_model), device="cuda", dtype="float32", max_model_len=256,
-                                     max_num_seqs=4, enforce_eager=eager, **switches))
+                                     max_num_seqs=4, enforce_eager=eager, pdl=pdl))
         assert (eng.runner.graphs is None) == eager
-        assert (eng.runner.model.prefetch is not None) == bool(switches.get("prefetch_weights"))  # an H100 or newer
         seqs = [eng.add_request(Request(p, SamplingParams(max_tokens=40, ignore_eos=True),
                                         sources={"prediction": p[-30:] * 2}, drafter=d))
                 for p, d in zip(prompts, ("lookup", "none", "lookup"))]
