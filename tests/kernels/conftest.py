@@ -1,7 +1,4 @@
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -48,17 +45,3 @@ def tiny_model(tmp_path_factory):
     transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder)
     Tokenizer(models.WordLevel({f"t{i}": i for i in range(211)}, unk_token="t0")).save(str(folder / "tokenizer.json"))
     return folder
-
-
-@pytest.fixture(scope="session")
-def sm90_ptx():
-    """Runs Python `code` that prints PTX compiled for sm_90 (Triton's ptxas checks it, no GPU
-    needed) in a process of its own, where Triton compiles rather than interprets; returns it.
-    For kernels of inline PTX, which the interpreter cannot run."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-
-    def compile_(code: str) -> str:
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parents[2]).stdout
-
-    return compile_

@@ -3,6 +3,11 @@ pass at once (the interpreter runs programs one after another; on a GPU one runs
 device job `persistent_probe`). fp32 weights: the interpreter's bf16 dot is wrong. The L2
 prefetch is inline PTX, which the interpreter cannot run: it is compiled for sm_90 here."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -26,10 +31,15 @@ def test_no_work_leaves_the_output_zero():
     assert not probe.persistent(x, weights, bufs, counter, programs=1, work=False).any()
 
 
-def test_the_prefetch_compiles_to_l2_bulk_prefetches_on_sm90(sm90_ptx):
-    """The hint has no result anything waits on: it must survive the compiler, and only when asked."""
+def test_the_prefetch_compiles_to_l2_bulk_prefetches_on_sm90():
+    """The hint has no result anything waits on: it must survive the compiler, and only when asked.
+    Compiled for sm_90 (Triton's ptxas, no GPU) in a process of its own: this one interprets."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+
     def ptx(prefetch):
-        return sm90_ptx(f"from bench.persistent_probe import Variant, ptx; print(ptx(Variant(32, 128, prefetch={prefetch})))")
+        code = f"from bench.persistent_probe import Variant, ptx; print(ptx(Variant(32, 128, prefetch={prefetch})))"
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parents[2]).stdout
 
     assert "cp.async.bulk.prefetch.L2.global" in ptx(True)
     assert "ld.global" in (plain := ptx(False)) and "cp.async.bulk.prefetch" not in plain
